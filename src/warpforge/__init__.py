@@ -1,0 +1,22 @@
+"""warpforge: make GPU code faster with LLMs and search, on an evaluation harness you can trust.
+
+The public entry points are `load_task` (a reference program) and `evaluate` (a candidate
+against it); the command line in `cli.py` is a thin layer over them.
+"""
+
+from warpforge.candidate import Candidate, EvalResult
+from warpforge.config import EvalConfig
+from warpforge.errors import WarpforgeError
+from warpforge.task import Task, load_task
+
+__version__ = "0.1.0"
+
+
+def evaluate(task: Task, candidate: Candidate, config: EvalConfig | None = None) -> EvalResult:
+    """Evaluate `candidate` against `task` in sandboxed child processes (see evaluate/)."""
+    from warpforge.evaluate import evaluate as _evaluate
+
+    return _evaluate(task, candidate, config or EvalConfig())
+
+
+__all__ = ["Candidate", "EvalConfig", "EvalResult", "Task", "WarpforgeError", "evaluate", "load_task"]

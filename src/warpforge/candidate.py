@@ -1,0 +1,148 @@
+"""The two records that cross every stage: a `Candidate` (what was proposed) and an
+`EvalResult` (what the evaluator decided about it).
+
+Both are frozen. `EvalResult.to_dict()` is the `warpforge eval --json` object (a contract,
+see DESIGN.md): only extend it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from warpforge.errors import UsageError
+
+Status = Literal["correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected"]
+Stage = Literal["static", "compile", "verify", "bench", "profile", "reference", "done"]
+STATUSES: tuple[Status, ...] = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    source: str
+    path: Path | None = None
+    parents: tuple[str, ...] = ()
+    strategy: str = ""
+    model: str = ""
+
+    @property
+    def id(self) -> str:
+        """Content hash: the same source is the same candidate, whoever proposed it."""
+        return hashlib.sha256(self.source.encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Candidate:
+        p = Path(path)
+        if not p.is_file():
+            raise UsageError(f"candidate file {p} does not exist: give the path to a .py file defining ModelNew")
+        try:
+            return cls(source=p.read_text(), path=p.resolve())
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read candidate {p}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One timed program: median and spread in ms, plus the raw samples."""
+
+    median_ms: float
+    iqr_ms: float
+    min_ms: float
+    mean_ms: float
+    n: int
+    host_median_ms: float
+    samples_ms: tuple[float, ...] = ()
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Timing:
+        return cls(
+            median_ms=float(d["median_ms"]), iqr_ms=float(d["iqr_ms"]), min_ms=float(d["min_ms"]),
+            mean_ms=float(d["mean_ms"]), n=int(d["n"]), host_median_ms=float(d["host_median_ms"]),
+            samples_ms=tuple(float(x) for x in d.get("samples_ms", ())),
+        )
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    status: Status
+    reason: str
+    stage: Stage
+    task: str = ""
+    candidate_id: str = ""
+    max_abs_err: float | None = None
+    rel_l2_err: float | None = None
+    tolerance: dict[str, float] = field(default_factory=dict)
+    trials: int = 0
+    candidate: Timing | None = None
+    reference: Timing | None = None
+    compiled_reference: Timing | None = None
+    hardware: dict[str, Any] = field(default_factory=dict)
+    kernels: dict[str, Any] = field(default_factory=dict)
+    roofline: dict[str, Any] = field(default_factory=dict)
+    compile_log: str = ""
+    output_tail: str = ""
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def correct(self) -> bool:
+        return self.status == "correct"
+
+    @property
+    def speedup(self) -> float | None:
+        if self.candidate and self.reference and self.candidate.median_ms > 0:
+            return self.reference.median_ms / self.candidate.median_ms
+        return None
+
+    @property
+    def speedup_vs_compile(self) -> float | None:
+        if self.candidate and self.compiled_reference and self.candidate.median_ms > 0:
+            return self.compiled_reference.median_ms / self.candidate.median_ms
+        return None
+
+    def to_dict(self, samples: bool = True) -> dict[str, Any]:
+        """The `warpforge eval --json` object."""
+        def timing(t: Timing | None) -> dict[str, Any] | None:
+            if t is None:
+                return None
+            d = dataclasses.asdict(t)
+            if not samples:
+                d.pop("samples_ms")
+            else:
+                d["samples_ms"] = list(t.samples_ms)
+            return d
+
+        return {
+            "status": self.status,
+            "correct": self.correct,
+            "reason": self.reason,
+            "stage": self.stage,
+            "task": self.task,
+            "candidate_id": self.candidate_id,
+            "max_abs_err": self.max_abs_err,
+            "rel_l2_err": self.rel_l2_err,
+            "tolerance": self.tolerance,
+            "trials": self.trials,
+            "speedup": self.speedup,
+            "speedup_vs_compile": self.speedup_vs_compile,
+            "candidate_ms": self.candidate.median_ms if self.candidate else None,
+            "reference_ms": self.reference.median_ms if self.reference else None,
+            "compile_ms": self.compiled_reference.median_ms if self.compiled_reference else None,
+            "timing": {
+                "candidate": timing(self.candidate),
+                "reference": timing(self.reference),
+                "torch_compile": timing(self.compiled_reference),
+            },
+            "hardware": self.hardware,
+            "kernels": self.kernels,
+            "roofline": self.roofline,
+            "compile_log": self.compile_log,
+            "output_tail": self.output_tail,
+            "stage_seconds": self.stage_seconds,
+            "warnings": list(self.warnings),
+            "config": self.config,
+        }

@@ -1,0 +1,90 @@
+"""Typed evaluation settings: defaults once, with the reason beside each.
+
+Configuration flows one way: these defaults, then environment (`WARPFORGE_*`), then the
+command line. The resolved `EvalConfig` is written into every JSON verdict (`config`) so a
+result can be reproduced. Nothing here reads files or touches a GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+from warpforge.errors import ConfigError
+
+Device = Literal["cpu", "cuda"]
+Mode = Literal["offline", "server"]
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    device: Device | None = None
+    """None = CUDA when a GPU is visible, else CPU (the `warpforge eval` contract)."""
+    size: str | None = None
+    """Size preset from the task's WARPFORGE["sizes"]; None = "gpu" on CUDA, "cpu" on CPU."""
+    trials: int = 5
+    """Correctness trials, each with fresh inputs; 5 is KernelBench's count, our minimum."""
+    timeout_s: float = 600.0
+    """Wall-clock limit for the candidate process; a cold load_inline build alone took 47 s on an H200."""
+    reference_timeout_s: float = 900.0
+    """The reference runs float64 and times the baselines; large GPU presets need minutes on CPU."""
+    mem_limit_gb: float = 16.0
+    """Host memory (RSS) the candidate process may hold before it is killed as out-of-memory."""
+    output_limit_kb: int = 64
+    """Captured stdout/stderr kept per process: the first and last half of this many KiB."""
+    bench: bool = True
+    """Time the candidate and the baselines (`--no-bench` skips it)."""
+    mode: Mode = "offline"
+    """offline: calls back to back; server: random idle gaps between calls, as CUDA-L2 measured."""
+    warmup_ms: float = 25.0
+    """Warm-up as a time budget (triton.testing.do_bench uses 25 ms)."""
+    rep_ms: float = 100.0
+    """Measured repetitions as a time budget (do_bench uses 100 ms)."""
+    min_reps: int = 10
+    max_reps: int = 1000
+    server_gap_ms: tuple[float, float] = (1.0, 20.0)
+    """Range of the random idle gap before each call in server mode."""
+    compile_baseline: bool | None = None
+    """Time torch.compile too; None = on for CUDA (where it pays), off for CPU (minutes of C++ builds)."""
+    allow_tf32: bool = False
+    """TF32 for fp32 tasks is an explicit opt-in (DESIGN.md); also switches the baselines' TF32 on."""
+    cache_dir: str = ""
+    """Compile cache (load_inline, Triton, CuPy) and baseline timings; "" = $WARPFORGE_CACHE or ~/.cache/warpforge."""
+    profile: bool = True
+    """Record which kinds of kernels ran (custom vs library vs PyTorch) with one profiled call."""
+
+    def __post_init__(self) -> None:
+        if self.device not in (None, "cpu", "cuda"):
+            raise ConfigError(f"device must be 'cpu' or 'cuda', not {self.device!r}")
+        if self.mode not in ("offline", "server"):
+            raise ConfigError(f"mode must be 'offline' or 'server', not {self.mode!r}")
+        if self.trials < 1:
+            raise ConfigError(f"--trials must be at least 1, not {self.trials}")
+        if self.timeout_s <= 0:
+            raise ConfigError(f"--timeout must be positive, not {self.timeout_s}")
+        if self.mem_limit_gb <= 0:
+            raise ConfigError(f"the memory limit must be positive, not {self.mem_limit_gb}")
+
+    def resolved(self) -> EvalConfig:
+        """Fill the automatic fields (device, size, cache dir, compile baseline)."""
+        device: Device = self.device or ("cuda" if cuda_available() else "cpu")
+        cache = self.cache_dir or os.environ.get("WARPFORGE_CACHE") or os.path.expanduser("~/.cache/warpforge")
+        return dataclasses.replace(
+            self,
+            device=device,
+            size=self.size or ("gpu" if device == "cuda" else "cpu"),
+            cache_dir=cache,
+            compile_baseline=(device == "cuda") if self.compile_baseline is None else self.compile_baseline,
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+def cuda_available() -> bool:
+    """True when torch sees a CUDA device; imported lazily so `--help` stays fast."""
+    import torch
+
+    return bool(torch.cuda.is_available())

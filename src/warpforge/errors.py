@@ -1,0 +1,36 @@
+"""One exception tree for warpforge's own failures.
+
+A candidate kernel that fails (does not compile, is wrong, hangs, cheats) is *data*: it
+becomes an `EvalResult` with a status, never an exception. These exceptions are for our
+failures and the user's: a bad path, a malformed task, a missing toolchain.
+
+    WarpforgeError                 base; `str(e)` is one sentence that says what to do
+     ├── UsageError                bad arguments or paths          (CLI exit code 2)
+     │    └── TaskError            a task file that cannot be used (CLI exit code 2)
+     ├── ConfigError               invalid configuration values    (CLI exit code 2)
+     └── HarnessError              the evaluator itself broke      (CLI exit code 1)
+"""
+
+
+class WarpforgeError(Exception):
+    """Base of every error warpforge raises on purpose."""
+
+    exit_code = 1
+
+
+class UsageError(WarpforgeError):
+    """The user asked for something impossible: a missing file, an unknown option value."""
+
+    exit_code = 2
+
+
+class TaskError(UsageError):
+    """A task file is malformed: missing `Model`/`get_inputs`, import error, non-tensor inputs."""
+
+
+class ConfigError(UsageError):
+    """A configuration value is out of range or of the wrong type."""
+
+
+class HarnessError(WarpforgeError):
+    """The harness could not do its job (e.g. the reference process crashed); not the candidate's fault."""
