@@ -1,0 +1,126 @@
+"""The `warpforge` command: a thin layer over library calls.
+
+Exit codes everywhere: 0 success, 1 a negative result (candidate rejected or wrong), 2 a
+usage or configuration error — always with one readable sentence on stderr, never a
+traceback (set WARPFORGE_DEBUG=1 to see one). With --json, stdout holds only JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from warpforge.errors import UsageError, WarpforgeError
+
+
+def _eval_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("eval", help="evaluate one candidate against a task",
+                       description="Compile, verify and time CANDIDATE.py (class ModelNew) against TASK "
+                                   "(a KernelBench-format file or a suite task name).")
+    p.add_argument("task", help="task file, or a suite task name such as level1/softmax")
+    p.add_argument("candidate", help="candidate file defining class ModelNew")
+    p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when a GPU is visible, else cpu")
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    p.add_argument("--mode", choices=["offline", "server"], default="offline",
+                   help="offline: back-to-back calls; server: random idle gaps before each call")
+    p.add_argument("--trials", type=int, default=5, help="correctness trials with fresh inputs (default 5)")
+    p.add_argument("--timeout", type=float, default=None, help="seconds the candidate process may run (default 600)")
+    p.add_argument("--no-bench", action="store_true", help="check correctness only")
+    p.add_argument("--size", help="size preset of the task (default: gpu on cuda, cpu on cpu)")
+    p.add_argument("--allow-tf32", action="store_true", help="accept TF32 accuracy for fp32 tasks (opt-in)")
+    p.add_argument("--compile-baseline", action=argparse.BooleanOptionalAction, default=None,
+                   help="also time torch.compile (default: on for cuda, off for cpu)")
+    p.add_argument("--no-profile", action="store_true", help="skip recording which kernels ran")
+    p.add_argument("--samples", action="store_true", help="include raw timing samples in --json output")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="warpforge", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--version", action="version", version="warpforge 0.1.0")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _eval_parser(sub)
+    t = sub.add_parser("tasks", help="list the built-in task suite")
+    t.add_argument("--json", action="store_true")
+    return parser
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from warpforge import Candidate, EvalConfig, evaluate, load_task
+
+    task = load_task(args.task)
+    candidate = Candidate.from_file(args.candidate)
+    config = EvalConfig(
+        device=args.device, size=args.size, trials=args.trials, bench=not args.no_bench, mode=args.mode,
+        allow_tf32=args.allow_tf32, compile_baseline=args.compile_baseline, profile=not args.no_profile,
+        **({"timeout_s": args.timeout} if args.timeout is not None else {}),
+    )
+    if config.device == "cuda":
+        from warpforge.config import cuda_available
+
+        if not cuda_available():
+            raise UsageError("--device cuda was given but torch sees no CUDA GPU: drop --device or install a CUDA build of torch")
+    if not args.json:
+        print(f"evaluating {candidate.path} against {task.name} ...", file=sys.stderr)
+    result = evaluate(task, candidate, config)
+    if args.json:
+        print(json.dumps(result.to_dict(samples=args.samples)))
+    else:
+        print(format_result(result.to_dict(samples=False)))
+    return 0 if result.correct else 1
+
+
+def format_result(r: dict) -> str:  # type: ignore[type-arg]
+    lines = [f"{r['status'].upper()}: {r['reason']}  [stage: {r['stage']}]"]
+    if r.get("rel_l2_err") is not None:
+        lines.append(f"  error: relative L2 {r['rel_l2_err']:.3g}, max abs {r['max_abs_err']:.3g} "
+                     f"(tolerance {r['tolerance'].get('rel_l2', 0):.3g} / {r['tolerance'].get('max_rel', 0):.3g} of scale)")
+    if r.get("candidate_ms") is not None:
+        lines.append(f"  candidate {r['candidate_ms']:.4f} ms | eager {r['reference_ms']:.4f} ms | "
+                     f"speedup {r['speedup']:.2f}x" + (f" | torch.compile {r['compile_ms']:.4f} ms "
+                                                         f"({r['speedup_vs_compile']:.2f}x)" if r.get("compile_ms") else ""))
+    if r.get("kernels", {}).get("kind"):
+        k = r["kernels"]
+        lines.append(f"  kernels: {k['kind']} (custom: {', '.join(k.get('custom', [])[:4]) or 'none'})")
+    if r.get("roofline", {}).get("fraction") is not None:
+        lines.append(f"  roofline: {100 * r['roofline']['fraction']:.1f}% of this GPU's speed of light")
+    if r.get("compile_log"):
+        lines.append("  compiler says:\n    " + r["compile_log"].replace("\n", "\n    "))
+    hw = r.get("hardware", {})
+    lines.append(f"  on {hw.get('gpu') or hw.get('cpu', '?')} | torch {hw.get('torch')} | triton {hw.get('triton')}")
+    for w in r.get("warnings", []):
+        lines.append(f"  warning: {w}")
+    return "\n".join(lines)
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from warpforge.task import load_task, suite_paths
+
+    tasks = [load_task(p) for p in suite_paths()]
+    if args.json:
+        print(json.dumps([{"name": t.name, "description": t.metadata.get("description", "")} for t in tasks]))
+    else:
+        for t in tasks:
+            print(f"{t.name:32s} {t.metadata.get('description', '')}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return {"eval": cmd_eval, "tasks": cmd_tasks}[args.command](args)
+    except WarpforgeError as exc:
+        if os.environ.get("WARPFORGE_DEBUG"):
+            raise
+        print(f"warpforge: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("warpforge: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

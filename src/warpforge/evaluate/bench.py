@@ -1,0 +1,140 @@
+"""The one timing function. Every speed number warpforge reports comes from `time_calls`.
+
+Method (after triton.testing.do_bench, hardened for adversarial code):
+- warm-up and repetitions are time budgets (25 ms / 100 ms by default), clamped to a count;
+- before every call the inputs are fresh clones (new addresses) of one of several verified
+  input sets, made outside the timed window; earlier clones stay alive a while so an
+  address cannot be recycled to hit a cache keyed on pointers;
+- L2 is flushed by *reading* a buffer twice the L2 size (a write-flush leaves dirty lines
+  that slow the next kernel by 20-30 %);
+- CUDA: one event pair per call on the caller's stream; the end event is recorded only after
+  a device-wide synchronize, so work hidden on other streams or threads is counted. CPU: a
+  monotonic clock bound when this module was imported, before any candidate code ran;
+- server mode sleeps a random 1-20 ms before each call (cold clocks and caches, as in
+  CUDA-L2's server mode); offline mode runs calls back to back;
+- device time and host latency (wall clock around the call and the sync) are kept apart;
+  the median, IQR and raw samples are returned.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+_perf_counter = time.perf_counter
+_sleep = time.sleep
+_synchronize = torch.cuda.synchronize
+_Event = torch.cuda.Event
+
+
+class L2Flusher:
+    """Reads a buffer of twice the last-level cache before each timed call."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        size = _cache_bytes(device) * 2
+        self.buffer = torch.ones(max(size // 4, 1), dtype=torch.float32, device=device)
+
+    def __call__(self) -> None:
+        self.buffer.sum()
+
+
+def _cache_bytes(device: str) -> int:
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        return int(getattr(props, "L2_cache_size", 50 * 2**20) or 50 * 2**20)
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index3/size") as f:
+            text = f.read().strip()
+        return min(int(text.rstrip("K")) * 1024 if text.endswith("K") else int(text), 32 * 2**20)
+    except (OSError, ValueError):
+        return 8 * 2**20
+
+
+def summarize(device_ms: list[float], host_ms: list[float]) -> dict[str, Any]:
+    q = statistics.quantiles(device_ms, n=4) if len(device_ms) >= 2 else [device_ms[0]] * 3
+    return {
+        "median_ms": statistics.median(device_ms),
+        "iqr_ms": q[2] - q[0],
+        "min_ms": min(device_ms),
+        "mean_ms": statistics.fmean(device_ms),
+        "n": len(device_ms),
+        "host_median_ms": statistics.median(host_ms),
+        "samples_ms": device_ms,
+    }
+
+
+def time_calls(
+    call: Callable[[list[Any]], Any],
+    prepare: Callable[[int], list[Any]],
+    n_sets: int,
+    device: str,
+    *,
+    warmup_ms: float = 25.0,
+    rep_ms: float = 100.0,
+    min_reps: int = 10,
+    max_reps: int = 1000,
+    mode: str = "offline",
+    gap_ms: tuple[float, float] = (1.0, 20.0),
+    after_call: Callable[[int, Any], None] | None = None,
+    rng: random.Random | None = None,
+) -> dict[str, Any]:
+    """Time `call(prepare(i))` over rotating input sets; return summary stats with raw samples.
+
+    `after_call(set_index, output)` runs outside the timed window (the evaluator fingerprints
+    outputs of timed calls there). The warm-up call count is randomised so a candidate cannot
+    count its way to the first timed call.
+    """
+    rng = rng or random.Random()
+    flush = L2Flusher(device)
+    keep_alive: deque[list[Any]] = deque(maxlen=max(2 * n_sets, 4))
+
+    def one(index: int, record: bool) -> tuple[float, float]:
+        args = prepare(index)
+        keep_alive.append(args)
+        flush()
+        if mode == "server":
+            _sleep(rng.uniform(*gap_ms) / 1000)
+        if device == "cuda":
+            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+            _synchronize()
+            start.record()
+            h0 = _perf_counter()
+            out = call(args)
+            _synchronize()
+            end.record()
+            h1 = _perf_counter()
+            end.synchronize()
+            dev_ms = start.elapsed_time(end)
+        else:
+            h0 = _perf_counter()
+            out = call(args)
+            h1 = _perf_counter()
+            dev_ms = (h1 - h0) * 1e3
+        if record and after_call is not None:
+            after_call(index, out)
+        del out
+        return dev_ms, (h1 - h0) * 1e3
+
+    warm_start = _perf_counter()
+    estimates: list[float] = []
+    calls = 0
+    while calls < 2 + rng.randrange(3) or (_perf_counter() - warm_start) * 1e3 < warmup_ms:
+        estimates.append(one(calls % n_sets, record=False)[1])
+        calls += 1
+        if calls >= max_reps:
+            break
+    per_call = max(statistics.median(estimates), 1e-3)
+    reps = int(min(max(rep_ms / per_call, min_reps), max_reps))
+    device_ms, host_ms = [], []
+    for i in range(reps):
+        d, h = one(rng.randrange(n_sets) if i >= n_sets else i, record=True)
+        device_ms.append(d)
+        host_ms.append(h)
+    return summarize(device_ms, host_ms)

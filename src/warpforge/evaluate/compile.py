@@ -1,0 +1,82 @@
+"""Compile caches and compile-error summaries.
+
+Candidates compile themselves when imported (load_inline, Triton's JIT, CuPy's NVRTC); this
+module points every one of those toolchains at a cache directory keyed by the source hash,
+the toolchain versions and the GPU architecture, so a re-evaluation of the same source is
+warm, and turns a wall of compiler output into the few lines an LLM needs to repair it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+
+@lru_cache(maxsize=1)
+def toolchain_fingerprint() -> str:
+    """nvcc, torch and triton versions; part of every cache key."""
+    parts = []
+    nvcc = shutil.which("nvcc") or (os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc") if "CUDA_HOME" in os.environ else None)
+    if nvcc and os.path.exists(nvcc):
+        try:
+            out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=20).stdout
+            parts.append(out.strip().splitlines()[-1] if out.strip() else "nvcc")
+        except (OSError, subprocess.SubprocessError):
+            parts.append("nvcc?")
+    try:
+        import torch
+
+        parts.append(f"torch {torch.__version__}")
+    except ImportError:
+        pass
+    try:
+        from importlib.metadata import version
+
+        parts.append(f"triton {version('triton')}")
+    except Exception:
+        pass
+    return "; ".join(parts)
+
+
+def cache_env(cache_dir: str, source: str, arch: str) -> dict[str, str]:
+    """Environment variables that send every toolchain's build products to the compile cache."""
+    key = hashlib.sha256(f"{source}\0{toolchain_fingerprint()}\0{arch}".encode()).hexdigest()[:20]
+    root = Path(cache_dir) / "compile"
+    ext_dir = root / "torch_extensions" / key
+    ext_dir.mkdir(parents=True, exist_ok=True)
+    (root / "triton").mkdir(parents=True, exist_ok=True)
+    (root / "cupy").mkdir(parents=True, exist_ok=True)
+    env = {
+        "TORCH_EXTENSIONS_DIR": str(ext_dir),
+        "TRITON_CACHE_DIR": str(root / "triton"),
+        "CUPY_CACHE_DIR": str(root / "cupy"),
+        "MAX_JOBS": os.environ.get("MAX_JOBS", str(min(os.cpu_count() or 1, 16))),
+    }
+    if arch:
+        env["TORCH_CUDA_ARCH_LIST"] = arch
+    return env
+
+
+_ERROR_LINE = re.compile(r"(error|Error|ERROR)[\s:]|undefined reference|fatal|Traceback|Exception|CompilationError")
+_NOISE = re.compile(r"^\s*(\[\d+/\d+\]|ninja: build stopped|FAILED: |c\+\+ -MMD|/usr/.*nvcc .*-c |Emitting ninja|Building extension|Allowing ninja)")
+
+
+def summarize_errors(log: str, max_lines: int = 12) -> str:
+    """The first real error lines of a compiler or Python log, with one line of context each."""
+    lines = [ln for ln in log.splitlines() if ln.strip() and not _NOISE.match(ln)]
+    picked: list[str] = []
+    for i, line in enumerate(lines):
+        if _ERROR_LINE.search(line):
+            for ln in lines[i: i + 2]:
+                if ln not in picked:
+                    picked.append(ln)
+        if len(picked) >= max_lines:
+            break
+    tail = [ln for ln in lines[-4:] if ln not in picked]
+    summary = picked[:max_lines] + (["..."] + tail if tail and picked else tail)
+    return "\n".join(s[:300] for s in summary)

@@ -1,0 +1,70 @@
+"""Input distributions for the correctness trials, and output fingerprints.
+
+Each trial draws the task's own `get_inputs()` under a fresh seed and then reshapes the
+floating-point tensors' values with one distribution; integer and boolean tensors are never
+touched (they are indices, targets, masks). The default transforms keep every element's
+sign, so tasks that need positive inputs stay valid; a task can name its own list in
+WARPFORGE["input_dists"]. Fingerprints are cheap summaries of an output (its float64 norm
+and values at fixed random positions) used to check timed calls without copying them out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+DEFAULT_DISTS = ("task", "heavy_tailed", "scaled_up", "task", "scaled_down")
+KNOWN_DISTS = ("task", "heavy_tailed", "scaled_up", "scaled_down", "normal", "uniform")
+
+
+def apply_distribution(inputs: list[Any], dist: str, generator: torch.Generator) -> list[Any]:
+    """Transform the floating-point tensors of `inputs` in place of a copy; others pass through."""
+    if dist not in KNOWN_DISTS:
+        raise ValueError(f"unknown input distribution {dist!r}; known: {', '.join(KNOWN_DISTS)}")
+    return [_transform(x, dist, generator) if _is_float_tensor(x) else x for x in inputs]
+
+
+def _is_float_tensor(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 0
+
+
+def _transform(x: torch.Tensor, dist: str, gen: torch.Generator) -> torch.Tensor:
+    if dist == "task":
+        return x
+    work = x.to(torch.float64)
+    if dist == "heavy_tailed":
+        # log-normal magnitudes per element (sigma 1): a few elements 10-30x larger than the rest
+        factor = torch.exp(torch.randn(work.shape, generator=gen, dtype=torch.float64))
+        work = work * factor
+    elif dist == "scaled_up":
+        work = work * 8.0
+    elif dist == "scaled_down":
+        work = work / 8.0
+    elif dist == "normal":
+        work = torch.randn(work.shape, generator=gen, dtype=torch.float64)
+    elif dist == "uniform":
+        work = torch.rand(work.shape, generator=gen, dtype=torch.float64) * 2 - 1
+    return work.to(x.dtype)
+
+
+def fingerprint_positions(numel: int, count: int, seed: int) -> torch.Tensor:
+    """`count` random flat positions (with the first and last element) for an output of `numel`."""
+    if numel == 0:
+        return torch.zeros(0, dtype=torch.long)
+    gen = torch.Generator().manual_seed(seed)
+    picks = torch.randint(0, numel, (max(count - 2, 0),), generator=gen)
+    return torch.cat([torch.tensor([0, numel - 1]), picks]).unique()
+
+
+def fingerprint(out: torch.Tensor, positions: torch.Tensor) -> dict[str, Any]:
+    """float64 L2 norm and the values at `positions`; computed on the output's own device."""
+    flat = out.detach().reshape(-1)
+    values = flat[positions.to(flat.device)].to(torch.float64).cpu()
+    norm = torch.linalg.vector_norm(flat.to(torch.float64)).item() if flat.numel() else 0.0
+    return {"norm": float(norm), "values": [float(v) for v in values]}
+
+
+def split_outputs(out: Any) -> list[Any]:
+    """A forward may return one tensor or a tuple/list of them; always work with a list."""
+    return list(out) if isinstance(out, (tuple, list)) else [out]

@@ -1,0 +1,91 @@
+"""Which kinds of kernels a candidate actually ran: its own (CUDA, Triton, C++) or library
+and PyTorch ones. Results then separate "custom kernel" from "PyTorch rewrite".
+
+CUDA: one call under torch.profiler; each GPU kernel is matched against the kernel names
+found in the candidate's source (static.py) and against library name patterns. CPU: one call
+under sys.setprofile, counting calls into extensions the candidate compiled and into its
+Triton functions (run by the interpreter). It does not prove the custom kernel did the
+useful work — only that it ran, and on CUDA how much of the GPU time it took.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+LIBRARY = re.compile(r"cublas|cutlass|gemm|gemv|nvjet|xmma|cudnn|sm\d\d_|ampere_|hopper_|fft|splitK|cusparse|flash", re.I)
+TORCH = re.compile(r"at::|native::|elementwise|reduce_kernel|vectorized|triton_(poi|red|per|tem|mm)|Memcpy|Memset", re.I)
+
+
+def classify(name: str, custom_names: list[str]) -> str:
+    if any(re.search(rf"\b{re.escape(k)}\b", name) for k in custom_names):
+        return "custom"
+    if LIBRARY.search(name):
+        return "library"
+    if TORCH.search(name):
+        return "pytorch"
+    return "other"
+
+
+def kernels_launched(run: Callable[[], Any], device: str, custom_names: list[str], extensions_dir: str) -> dict[str, Any]:
+    if device == "cuda":
+        return _cuda_kernels(run, custom_names)
+    return _cpu_calls(run, custom_names, extensions_dir)
+
+
+def _cuda_kernels(run: Callable[[], Any], custom_names: list[str]) -> dict[str, Any]:
+    from torch.profiler import ProfilerActivity, profile
+
+    run()  # compile and autotune outside the profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        run()
+        torch.cuda.synchronize()
+    times: dict[str, float] = {}
+    for event in prof.key_averages():
+        us = float(getattr(event, "self_device_time_total", 0.0) or getattr(event, "self_cuda_time_total", 0.0) or 0.0)
+        if us > 0:
+            times[event.key] = times.get(event.key, 0.0) + us
+    return _summary(times, custom_names)
+
+
+def _cpu_calls(run: Callable[[], Any], custom_names: list[str], extensions_dir: str) -> dict[str, Any]:
+    counts: dict[str, float] = {}
+    wanted = set(custom_names)
+
+    def tracer(frame: Any, event: str, arg: Any) -> None:
+        if event == "c_call":
+            module = sys.modules.get(getattr(arg, "__module__", None) or "")
+            path = getattr(module, "__file__", "") or ""
+            if extensions_dir and path.startswith(extensions_dir):
+                name = f"{module.__name__}.{arg.__name__}"  # type: ignore[union-attr]
+                counts[name] = counts.get(name, 0) + 1
+        elif event == "call" and frame.f_code.co_name in wanted:
+            counts[frame.f_code.co_name] = counts.get(frame.f_code.co_name, 0) + 1
+
+    old = sys.getprofile()
+    sys.setprofile(tracer)
+    try:
+        run()
+    finally:
+        sys.setprofile(old)
+    custom = sorted(counts)
+    return {"custom": custom, "library": [], "pytorch": [], "other": [], "custom_time_fraction": None,
+            "kind": "custom_kernel" if custom else "pytorch_rewrite", "method": "python call trace (CPU)"}
+
+
+def _summary(times: dict[str, float], custom_names: list[str]) -> dict[str, Any]:
+    groups: dict[str, list[str]] = {"custom": [], "library": [], "pytorch": [], "other": []}
+    spent = dict.fromkeys(groups, 0.0)
+    for name, us in sorted(times.items(), key=lambda kv: -kv[1]):
+        kind = classify(name, custom_names)
+        groups[kind].append(name[:120])
+        spent[kind] += us
+    total = sum(spent.values())
+    fraction = spent["custom"] / total if total else 0.0
+    return {**groups, "custom_time_fraction": fraction,
+            "kind": "custom_kernel" if groups["custom"] else "pytorch_rewrite", "method": "torch.profiler (CUDA)"}

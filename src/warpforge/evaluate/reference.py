@@ -1,0 +1,145 @@
+"""The reference child: runs the task (trusted code) apart from any candidate.
+
+It draws the trial inputs (fresh seeds from the parent, varied distributions), computes the
+reference outputs in float64 where the ops allow it, measures how far the task's own
+native-dtype program is from that (to calibrate tolerances), and times the eager and
+torch.compile baselines in this clean process. Inputs go to a file the candidate will read;
+reference outputs go to a file that the parent loads and deletes before any candidate runs.
+Run as `python -m warpforge.evaluate.reference SPEC.json`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from warpforge.errors import TaskError
+from warpforge.evaluate import bench, hardware
+from warpforge.evaluate.inputs import DEFAULT_DISTS, apply_distribution, split_outputs
+from warpforge.evaluate.sandbox import Channel
+from warpforge.evaluate.verify import error_stats
+from warpforge.task import eval_metadata_expr, import_task_module, load_task
+
+SCALARS = (int, float, bool)
+
+
+def main(spec_path: str) -> None:
+    channel = Channel()
+    spec = json.loads(Path(spec_path).read_text())
+    device = spec["device"]
+    torch.backends.cuda.matmul.allow_tf32 = bool(spec["allow_tf32"])
+    torch.backends.cudnn.allow_tf32 = bool(spec["allow_tf32"])
+    try:
+        task = load_task(spec["task_path"])
+        module = import_task_module(task, spec["sizes"])
+        init_inputs, trials = _draw_inputs(module, task.metadata, spec)
+        torch.manual_seed(spec["init_seed"])
+        model = module.Model(*init_inputs).eval()
+        flops = eval_metadata_expr(task, module, "flops")
+        nbytes = eval_metadata_expr(task, module, "bytes")
+    except TaskError as exc:
+        channel.send("task_error", message=str(exc))
+        return
+    except Exception as exc:
+        channel.send("task_error", message=f"task {spec['task_path']} failed to build its model or inputs: "
+                     f"{type(exc).__name__}: {exc}")
+        return
+    try:
+        model = model.to(device)
+        outputs64, native_dtypes, native_errors, notes = _reference_outputs(model, trials, device)
+    except Exception as exc:
+        channel.send("task_error", message=f"the task's own forward() failed: {type(exc).__name__}: {exc}",
+                     trace=traceback.format_exc()[-2000:])
+        return
+    workdir = Path(spec["workdir"])
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    torch.save({"init_inputs": init_inputs, "trials": trials, "state_dict": state}, workdir / "inputs.pt")
+    torch.save({"outputs": outputs64, "dtypes": [str(d) for d in native_dtypes], "native_errors": native_errors},
+               Path(spec["reference_path"]))
+    channel.send("reference", flops=flops, bytes=nbytes, dtypes=[str(d) for d in native_dtypes],
+                 native_errors=native_errors, notes=notes, hardware=hardware.fingerprint(device))
+    if spec["bench"]:
+        _time_baselines(channel, model, trials, device, spec)
+    channel.send("done")
+
+
+def _draw_inputs(module: Any, metadata: dict[str, Any], spec: dict[str, Any]) -> tuple[list[Any], list[list[Any]]]:
+    init_inputs = list(module.get_init_inputs())
+    for value in init_inputs:
+        if not isinstance(value, SCALARS + (torch.Tensor, tuple, list, str)) and value is not None:
+            raise TaskError(f"get_init_inputs() returned a {type(value).__name__}; use numbers, tensors or lists")
+    dists = list(metadata.get("input_dists") or DEFAULT_DISTS)
+    trials = []
+    for i, seed in enumerate(spec["trial_seeds"]):
+        torch.manual_seed(seed)
+        random.seed(seed)
+        inputs = module.get_inputs()
+        if not isinstance(inputs, (list, tuple)) or not any(isinstance(x, torch.Tensor) for x in inputs):
+            raise TaskError("get_inputs() must return a list holding at least one tensor")
+        for x in inputs:
+            if not isinstance(x, (torch.Tensor,) + SCALARS):
+                raise TaskError(f"get_inputs() returned a {type(x).__name__}; inputs must be tensors or numbers")
+        gen = torch.Generator().manual_seed(seed)
+        trials.append(apply_distribution(list(inputs), dists[i % len(dists)], gen))
+    return init_inputs, trials
+
+
+def _to(x: Any, device: str, double: bool = False) -> Any:
+    if not isinstance(x, torch.Tensor):
+        return x
+    x = x.to(device)
+    return x.double() if double and x.is_floating_point() else x
+
+
+def _reference_outputs(model: torch.nn.Module, trials: list[list[Any]], device: str):
+    """float64 outputs (CPU), the native dtypes, and the native program's (rel_l2, max_rel) errors."""
+    model64 = copy.deepcopy(model).double()
+    outputs64, native_errors, notes = [], [], []
+    dtypes: list[torch.dtype] = []
+    with torch.no_grad():
+        for inputs in trials:
+            native = split_outputs(model(*[_to(x, device) for x in inputs]))
+            for out in native:
+                if type(out) is not torch.Tensor:
+                    raise TaskError(f"the task's forward() returned a {type(out).__name__}, not a tensor")
+            try:
+                exact = split_outputs(model64(*[_to(x, device, double=True) for x in inputs]))
+            except Exception as exc:  # some ops have no float64 kernel: fall back to the native result
+                notes.append(f"float64 reference unavailable ({type(exc).__name__}); using the task's dtype")
+                exact = native
+            dtypes = [o.dtype for o in native]
+            outputs64.append([e.detach().to("cpu", torch.float64 if e.is_floating_point() else e.dtype) for e in exact])
+            native_errors.append([list(error_stats(n.cpu(), e.cpu())[1:]) if n.is_floating_point() else [0.0, 0.0]
+                                  for n, e in zip(native, exact)])
+    return outputs64, dtypes, native_errors, sorted(set(notes))
+
+
+def _time_baselines(channel: Channel, model: torch.nn.Module, trials: list[list[Any]], device: str,
+                    spec: dict[str, Any]) -> None:
+    sets = [[_to(x, device) for x in inputs] for inputs in trials]
+
+    def prepare(i: int) -> list[Any]:
+        return [x.clone() if isinstance(x, torch.Tensor) else x for x in sets[i]]
+
+    def timed(fn: Any) -> dict[str, Any]:
+        with torch.no_grad():
+            return bench.time_calls(lambda args: fn(*args), prepare, len(sets), device, **spec["bench_args"])
+
+    channel.send("baseline", name="eager", timing=timed(model))
+    if spec["compile_baseline"]:
+        try:
+            compiled = torch.compile(model)
+            channel.send("baseline", name="torch_compile", timing=timed(compiled))
+        except Exception as exc:
+            channel.send("baseline_error", name="torch_compile", message=f"{type(exc).__name__}: {str(exc)[:300]}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,137 @@
+"""Decide whether candidate outputs match the reference: run in the parent, never in the child.
+
+The reference is float64 (where the task's ops allow it). Errors are measured relative to
+the reference's scale — relative L2 error ||out - ref|| / ||ref|| and the largest absolute
+error divided by max|ref| — so a loose absolute tolerance can never let zeros or a broadcast
+constant pass. Default tolerances follow the output dtype (docs/evaluation.md cites where
+each number comes from); a task may override them, and each is widened to 4x the error of
+the task's own program run in its native dtype (so fp32 cuDNN algorithms pass, TF32 does not).
+Integer and boolean outputs must match exactly. NaN and Inf must sit where the reference has them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# (relative L2, max error / max|ref|) per output dtype.
+# fp32: true fp32 arithmetic lands near 1e-7..1e-6 relative; TF32 (10-bit mantissa) near 3e-4
+#   and bf16 near 3e-3 (device/METHOD.md, measured on H200), so 1e-5 rejects both by >=30x.
+# fp16: output rounding alone is up to 2^-11 = 4.9e-4 per element; fp32-accumulated kernels
+#   land near 1e-3 relative L2 -> 5e-3. bf16: 2^-8 = 3.9e-3 per element, and bf16 intermediates
+#   (attention, norms) reach ~1e-2 -> 2e-2, as torchbench/BackendBench use 1e-2 for both.
+DTYPE_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-9, 1e-8),
+    torch.float32: (1e-5, 1e-4),
+    torch.float16: (5e-3, 2e-2),
+    torch.bfloat16: (2e-2, 6e-2),
+}
+TF32_TOLERANCE = (2e-3, 1e-2)  # opt-in: 10-bit mantissa products, fp32 accumulation
+NATIVE_ERROR_FACTOR = 4.0
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rel_l2: float
+    max_rel: float
+    exact: bool = False
+
+    def to_dict(self) -> dict[str, float]:
+        return {"rel_l2": self.rel_l2, "max_rel": self.max_rel, "exact": float(self.exact)}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    ok: bool
+    reason: str
+    max_abs_err: float = 0.0
+    rel_l2_err: float = 0.0
+
+
+def tolerance_for(dtype: torch.dtype, metadata: dict[str, Any], allow_tf32: bool,
+                  native_errors: tuple[float, float] = (0.0, 0.0)) -> Tolerance:
+    """The tolerance for one output: task override, else the dtype default, widened by native error."""
+    if not (dtype.is_floating_point or dtype.is_complex):
+        return Tolerance(0.0, 0.0, exact=True)
+    rel_l2, max_rel = DTYPE_TOLERANCES.get(dtype, DTYPE_TOLERANCES[torch.float32])
+    if dtype == torch.float32 and (allow_tf32 or metadata.get("allow_tf32")):
+        rel_l2, max_rel = TF32_TOLERANCE
+    rel_l2 = float(metadata.get("rtol", rel_l2))
+    max_rel = float(metadata.get("atol", max_rel))
+    native_l2, native_max = native_errors
+    return Tolerance(max(rel_l2, NATIVE_ERROR_FACTOR * native_l2), max(max_rel, NATIVE_ERROR_FACTOR * native_max))
+
+
+def error_stats(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float, float]:
+    """(max_abs_err, rel_l2_err, max_abs_err / max|ref|) over the finite positions, in float64."""
+    finite = torch.isfinite(ref)
+    o = out.to(torch.float64)[finite]
+    r = ref.to(torch.float64)[finite]
+    if r.numel() == 0:
+        return 0.0, 0.0, 0.0
+    diff = (o - r).abs()
+    max_abs = float(diff.max())
+    ref_norm = float(torch.linalg.vector_norm(r))
+    diff_norm = float(torch.linalg.vector_norm(o - r))
+    scale = float(r.abs().max())
+    rel_l2 = diff_norm / ref_norm if ref_norm > 0 else diff_norm
+    max_rel = max_abs / scale if scale > 0 else max_abs
+    return max_abs, rel_l2, max_rel
+
+
+def compare(out: Any, ref: torch.Tensor, expected_dtype: torch.dtype, tol: Tolerance, label: str = "output") -> Comparison:
+    """Compare one candidate output with its float64 reference (`expected_dtype` is the task's)."""
+    if type(out) is not torch.Tensor:
+        return Comparison(False, f"{label} is a {type(out).__name__}, not a plain torch.Tensor")
+    if tuple(out.shape) != tuple(ref.shape):
+        return Comparison(False, f"{label} has shape {tuple(out.shape)}, expected {tuple(ref.shape)}")
+    if out.dtype != expected_dtype:
+        return Comparison(False, f"{label} has dtype {out.dtype}, expected {expected_dtype}")
+    if tol.exact:
+        wrong = int((out != ref.to(out.dtype)).sum())
+        return Comparison(wrong == 0, f"{label} differs from the reference in {wrong} of {out.numel()} elements"
+                          if wrong else "exact match", float(wrong > 0), float(wrong > 0))
+    nan_ok = torch.equal(torch.isnan(out), torch.isnan(ref))
+    inf_ok = torch.equal(torch.isinf(out), torch.isinf(ref)) and torch.equal(
+        out[torch.isinf(out)].sign().to(torch.float64), ref[torch.isinf(ref)].sign().to(torch.float64)) if nan_ok else False
+    if not nan_ok or not inf_ok:
+        bad = int((torch.isfinite(out) != torch.isfinite(ref)).sum())
+        kind = "NaN" if not nan_ok else "Inf"
+        return Comparison(False, f"{label} has {kind} values where the reference does not (or misses them): {bad} elements",
+                          math.inf, math.inf)
+    max_abs, rel_l2, max_rel = error_stats(out, ref)
+    if rel_l2 > tol.rel_l2:
+        return Comparison(False, f"{label} has relative L2 error {rel_l2:.3g} > tolerance {tol.rel_l2:.3g}", max_abs, rel_l2)
+    if max_rel > tol.max_rel:
+        return Comparison(False, f"{label} has max error {max_abs:.3g} = {max_rel:.3g} of the output's scale > "
+                          f"tolerance {tol.max_rel:.3g}", max_abs, rel_l2)
+    return Comparison(True, "within tolerance", max_abs, rel_l2)
+
+
+def compare_fingerprint(fp: dict[str, Any], ref: torch.Tensor, positions: torch.Tensor, tol: Tolerance) -> str | None:
+    """Check a timed call's fingerprint against the reference; None when it matches, else why not."""
+    try:
+        norm = float(fp["norm"])
+        values = torch.tensor([float(v) for v in fp["values"]], dtype=torch.float64)
+    except (KeyError, TypeError, ValueError):
+        return "a timed call returned no usable output"
+    flat = ref.reshape(-1).to(torch.float64)
+    expected = flat[positions]
+    if values.shape != expected.shape:
+        return "a timed call returned an output of the wrong size"
+    ref_norm = float(torch.linalg.vector_norm(flat[torch.isfinite(flat)]))
+    scale = float(flat[torch.isfinite(flat)].abs().max()) if flat.numel() else 0.0
+    if tol.exact:
+        return None if torch.equal(values, expected) else "a timed call's output differs from the reference"
+    finite = torch.isfinite(expected)
+    if not torch.equal(finite, torch.isfinite(values)):
+        return "a timed call's output has NaN/Inf where the reference does not"
+    worst = float((values[finite] - expected[finite]).abs().max()) if bool(finite.any()) else 0.0
+    if worst > max(tol.max_rel * scale, 1e-30):
+        return f"a timed call's output is wrong (error {worst:.3g} at sampled elements; scale {scale:.3g})"
+    if math.isfinite(norm) and ref_norm > 0 and abs(norm - ref_norm) / ref_norm > max(4 * tol.rel_l2, 1e-12):
+        return f"a timed call's output has norm {norm:.6g}, the reference {ref_norm:.6g}"
+    return None

@@ -1,0 +1,229 @@
+"""The candidate child: compile -> verify -> bench -> profile, reporting each stage to the parent.
+
+Run as `python -m warpforge.evaluate.worker SPEC.json` in a sandboxed process (sandbox.py).
+This is the only place candidate code runs. Everything the harness needs is bound (guard.py)
+before the candidate is imported, and re-checked after import and after every call.
+Verification here only *collects* evidence (outputs, fingerprints, mutations, threads); the
+parent compares outputs with the reference, which this process never sees, and decides.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from warpforge.evaluate import bench, inputs as inputs_mod, sandbox
+from warpforge.evaluate.guard import Guard
+from warpforge.evaluate.inputs import fingerprint, split_outputs
+
+_Tensor = torch.Tensor
+_type = type
+_perf = time.perf_counter
+
+
+class Rejected(Exception):
+    """The candidate did something the policy forbids; the message says what."""
+
+
+def main(spec_path: str) -> None:
+    channel = sandbox.Channel()
+    spec = json.loads(Path(spec_path).read_text())
+    guard = Guard([bench, inputs_mod, sandbox, sys.modules[__name__]])
+    device = spec["device"]
+    threads_before = set(threading.enumerate())
+    channel.send("stage", name="compile")
+    t0 = _perf()
+    try:
+        module = _import_candidate(spec["candidate_path"])
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt from candidate code are failures too
+        channel.send("compile_error", message=f"{_type(exc).__name__}: {exc}", trace=traceback.format_exc()[-6000:])
+        return
+    data = torch.load(spec["inputs_path"], weights_only=True)
+    try:
+        problem = guard.check() or _new_threads(threads_before)
+        if problem:
+            raise Rejected(problem)
+        model = _build_model(module, data, spec, device)
+        channel.send("compiled", seconds=_perf() - t0)
+        channel.send("stage", name="verify")
+        outputs = _verify(channel, model, data["trials"], spec, device, guard, threads_before)
+        command = sys.stdin.readline().strip()
+        if command != "bench":
+            channel.send("done")
+            return
+        channel.send("stage", name="bench")
+        _bench(channel, model, data["trials"], spec, device, guard, threads_before)
+        del outputs
+        if spec["profile"]:
+            channel.send("stage", name="profile")
+            channel.send("profile", **_profile(model, data["trials"][0], spec, device))
+    except Rejected as exc:
+        channel.send("rejected", message=str(exc))
+        return
+    except BaseException as exc:
+        channel.send("runtime_error", message=f"{_type(exc).__name__}: {str(exc)[:2000]}",
+                     trace=traceback.format_exc()[-6000:])
+        return
+    channel.send("done")
+
+
+def _import_candidate(path: str) -> Any:
+    spec = importlib.util.spec_from_file_location("candidate", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["candidate"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _build_model(module: Any, data: dict[str, Any], spec: dict[str, Any], device: str) -> torch.nn.Module:
+    model_cls = getattr(module, "ModelNew", None)
+    if not (isinstance(model_cls, _type) and issubclass(model_cls, torch.nn.Module)):
+        raise RuntimeError("the candidate must define class ModelNew(nn.Module)")
+    torch.manual_seed(spec["init_seed"])
+    model = model_cls(*data["init_inputs"])
+    reference_state = data["state_dict"]
+    own = model.state_dict()
+    # same parameter names and shapes as Model: give it the reference's exact weights
+    if own.keys() == reference_state.keys() and all(own[k].shape == reference_state[k].shape for k in own):
+        model.load_state_dict(reference_state)
+    return model.to(device).eval()
+
+
+def _to_device(values: list[Any], device: str) -> list[Any]:
+    return [v.to(device).clone() if isinstance(v, _Tensor) else v for v in values]
+
+
+def _poison(device: str, nbytes: int) -> None:
+    """Fill freed allocator memory with NaN bytes so an output nobody wrote shows as NaN."""
+    junk = torch.empty(max(nbytes, 1 << 20), dtype=torch.uint8, device=device)
+    junk.fill_(0xFF)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    del junk
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _new_threads(before: set[threading.Thread]) -> str | None:
+    extra = [t.name for t in threading.enumerate() if t not in before and t.is_alive()]
+    return f"the candidate started background threads ({', '.join(extra)}), which can hide work from the timer" if extra else None
+
+
+def _bits(values: list[Any]) -> list[Any]:
+    return [v.detach().clone() if isinstance(v, _Tensor) else v for v in values]
+
+
+def _mutated(before: list[Any], after: list[Any]) -> bool:
+    for b, a in zip(before, after):
+        if isinstance(b, _Tensor):
+            if b.shape != a.shape or b.dtype != a.dtype:
+                return True
+            if not torch.equal(_raw(b), _raw(a)):
+                return True
+    return False
+
+
+def _raw(t: _Tensor) -> _Tensor:
+    """The tensor's bytes, so NaN inputs compare equal to themselves."""
+    return t.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
+def _check_outputs(out: Any) -> list[_Tensor]:
+    outs = split_outputs(out)
+    for o in outs:
+        if _type(o) is not _Tensor and isinstance(o, _Tensor):
+            raise Rejected(f"forward() returned a {_type(o).__name__}, a tensor subclass; outputs must be plain tensors")
+    return outs
+
+
+def _verify(channel: sandbox.Channel, model: torch.nn.Module, trials: list[list[Any]], spec: dict[str, Any],
+            device: str, guard: Guard, threads_before: set[threading.Thread]) -> list[list[_Tensor]]:
+    positions = [torch.tensor(p, dtype=torch.long) for p in spec["positions"]]
+    kept: list[list[_Tensor]] = []
+    after_sync: list[list[dict[str, Any]]] = []
+    files = []
+    workdir = Path(spec["workdir"])
+    for i, trial in enumerate(trials):
+        args = _to_device(trial, device)
+        pristine = _bits(args)
+        _poison(device, spec["poison_bytes"])
+        with torch.no_grad():
+            out = model(*args)
+        outs = _check_outputs(out)
+        at_return = [fingerprint(o, p) if isinstance(o, _Tensor) else None for o, p in zip(outs, positions)]
+        _sync(device)
+        synced = [fingerprint(o, p) if isinstance(o, _Tensor) else None for o, p in zip(outs, positions)]
+        problem = guard.check() or _new_threads(threads_before)
+        if problem:
+            raise Rejected(problem)
+        if at_return != synced:
+            raise Rejected("an output was still changing after forward() returned (work deferred to another stream "
+                           "or thread)")
+        if _mutated(pristine, args):
+            raise Rejected("forward() modified its input tensors in place")
+        path = workdir / f"out_{i}.pt"
+        torch.save([o.detach().cpu() if isinstance(o, _Tensor) else None for o in outs], path)
+        files.append(str(path))
+        kept.append(outs)
+        after_sync.append(synced)
+    for i, (outs, synced) in enumerate(zip(kept, after_sync)):
+        now = [fingerprint(o, p) if isinstance(o, _Tensor) else None for o, p in zip(outs, positions)]
+        if now != synced:
+            raise Rejected(f"the output of call {i + 1} changed during later calls (an output buffer reused across "
+                           "calls or written late)")
+    channel.send("verified", files=files, types=[[_type(o).__name__ for o in outs] for outs in kept])
+    return kept
+
+
+def _bench(channel: sandbox.Channel, model: torch.nn.Module, trials: list[list[Any]], spec: dict[str, Any],
+           device: str, guard: Guard, threads_before: set[threading.Thread]) -> None:
+    positions = [torch.tensor(p, dtype=torch.long) for p in spec["positions"]]
+    sets = [_to_device(t, device) for t in trials]
+    prints: list[list[Any]] = []
+    native_threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 0
+
+    def prepare(i: int) -> list[Any]:
+        return [v.clone() if isinstance(v, _Tensor) else v for v in sets[i]]
+
+    def after_call(i: int, out: Any) -> None:
+        outs = _check_outputs(out)
+        prints.append([i, [fingerprint(o, p) if isinstance(o, _Tensor) else None for o, p in zip(outs, positions)]])
+        problem = guard.check() or _new_threads(threads_before)
+        if problem:
+            raise Rejected(problem)
+
+    def call(args: list[Any]) -> Any:
+        with torch.no_grad():
+            return model(*args)
+
+    timing = bench.time_calls(call, prepare, len(sets), device, rng=random.Random(spec["bench_seed"]),
+                              after_call=after_call, **spec["bench_args"])
+    grown = (len(os.listdir("/proc/self/task")) - native_threads) if native_threads else 0
+    channel.send("bench", timing=timing, fingerprints=prints, native_threads_added=grown)
+
+
+def _profile(model: torch.nn.Module, trial: list[Any], spec: dict[str, Any], device: str) -> dict[str, Any]:
+    from warpforge.evaluate.profile import kernels_launched
+
+    args = _to_device(trial, device)
+    with torch.no_grad():
+        return kernels_launched(lambda: model(*args), device, spec["kernel_names"],
+                                os.environ.get("TORCH_EXTENSIONS_DIR", ""))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
