@@ -73,8 +73,9 @@ def resolve_task_path(name_or_path: str) -> Path:
 
 
 def suite_paths(root: Path = SUITE_DIR) -> list[Path]:
-    """Every task file under `root`, level directories first (KernelBench layout: levelN/*.py)."""
-    return sorted(p for p in root.rglob("*.py") if not p.name.startswith("_"))
+    """Every task file under `root`: levelN/*.py when those exist (KernelBench layout), else any *.py."""
+    found = sorted(root.glob("level*/*.py")) or sorted(root.rglob("*.py"))
+    return [p for p in found if not p.name.startswith("_")]
 
 
 def _suite_name(path: Path) -> str:

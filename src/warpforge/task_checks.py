@@ -45,9 +45,10 @@ def check_degeneracy(task: Task, preset: str = "cpu", seeds: int = 3) -> list[st
 
 
 def _metadata_problems(task: Task) -> list[str]:
-    problems = []
+    problems: list[str] = []
     sizes = task.metadata.get("sizes") or {}
     problems += [f'WARPFORGE["sizes"] has no {p!r} preset' for p in ("cpu", "gpu") if p not in sizes]
+    problems += [f'WARPFORGE has no "{key}"' for key in ("flops", "bytes") if key not in task.metadata]
     unknown = [d for d in task.metadata.get("input_dists", []) if d not in KNOWN_DISTS]
     if unknown:
         problems.append(f"unknown input_dists {unknown}; known: {list(KNOWN_DISTS)}")
@@ -60,7 +61,7 @@ def _metadata_problems(task: Task) -> list[str]:
 
 def _preset_problems(task: Task, module: Any, preset: str) -> list[str]:
     """Preset names exist, the file's defaults equal the cpu preset, flops/bytes are positive."""
-    problems = []
+    problems: list[str] = []
     presets = task.metadata.get("sizes") or {}
     for name, sizes in presets.items():
         missing = [key for key in sizes if not hasattr(module, key)]
@@ -76,13 +77,12 @@ def _preset_problems(task: Task, module: Any, preset: str) -> list[str]:
         scope = types.SimpleNamespace(**{**vars(module), **sizes})
         for key in ("flops", "bytes"):
             if key not in task.metadata:
-                if name == preset:
-                    problems.append(f'WARPFORGE has no "{key}"')
                 continue
             try:
                 value = eval_metadata_expr(task, scope, key)
             except TaskError as exc:
-                problems.append(str(exc))
+                if str(exc) not in problems:  # the same bad expression fails at every preset
+                    problems.append(str(exc))
                 continue
             if value is None or not value > 0:
                 problems.append(f'WARPFORGE["{key}"] is {value} at the {name!r} preset, not a positive number')
@@ -93,7 +93,7 @@ def _run_float64(module: Any, seeds: int) -> list[list[Any]]:
     """The outputs of one float64 Model (fixed weights) for `seeds` different input draws."""
     torch.manual_seed(MODEL_SEED)
     model = module.Model(*module.get_init_inputs()).double()
-    runs = []
+    runs: list[list[Any]] = []
     for seed in range(FIRST_INPUT_SEED, FIRST_INPUT_SEED + seeds):
         torch.manual_seed(seed)
         inputs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
@@ -109,7 +109,7 @@ def _output_problems(runs: list[list[Any]]) -> list[str]:
     bad_types = [type(o).__name__ for o in first if not isinstance(o, torch.Tensor)]
     if not first or bad_types:
         return [f"forward must return a tensor or a tuple of tensors, got {bad_types or 'an empty tuple'}"]
-    problems = []
+    problems: list[str] = []
     for index in range(len(first)):
         label = "output" if len(first) == 1 else f"output {index}"
         values = [run[index].detach().to(torch.float64) for run in runs]
@@ -120,7 +120,7 @@ def _output_problems(runs: list[list[Any]]) -> list[str]:
 def _one_output_problems(label: str, values: list[torch.Tensor]) -> list[str]:
     if any(not torch.isfinite(v).all() for v in values):
         return [f"{label} has NaN or Inf values"]
-    problems = []
+    problems: list[str] = []
     if all(v.abs().max().item() < MIN_MAGNITUDE for v in values if v.numel()):
         problems.append(f"{label} is all ~zero (every value below {MIN_MAGNITUDE:g})")
     if len(values) > 1:

@@ -27,7 +27,7 @@ from warpforge.config import EvalConfig
 from warpforge.errors import HarnessError, TaskError
 from warpforge.evaluate import compile as compile_mod
 from warpforge.evaluate.inputs import fingerprint_positions
-from warpforge.evaluate.sandbox import ChildOutcome, run_child
+from warpforge.evaluate.sandbox import Child, ChildOutcome, run_child
 from warpforge.evaluate.static import check_source
 from warpforge.evaluate.verify import Comparison, Tolerance, compare, compare_fingerprint, tolerance_for
 from warpforge.task import Task
@@ -82,7 +82,15 @@ def _evaluate_in(tmp: Path, task: Task, candidate: Candidate, cfg: EvalConfig, a
     workdir = tmp / "work"
     workdir.mkdir()
     init_seed = secrets.randbits(31)
-    reference = _run_reference(tmp, workdir, task, cfg, allow_tf32, init_seed)
+    # the candidate process starts now and imports torch while the reference runs; it reads
+    # nothing of the candidate until it is sent its spec, after the reference outputs are gone
+    worker = Child("warpforge.evaluate.worker", [], env=_child_env(cfg, candidate.source), cwd=str(workdir),
+                   output_limit_bytes=cfg.output_limit_kb * 1024)
+    try:
+        reference = _run_reference(tmp, workdir, task, cfg, allow_tf32, init_seed)
+    except BaseException:
+        worker.kill()
+        raise
     hardware = reference.message.get("hardware", {})
     base = {**base, "hardware": hardware, "tolerance": reference.tolerances[0].to_dict() if reference.tolerances else {}}
     numels = [int(o.numel()) for o in reference.outputs[0]]
@@ -106,9 +114,8 @@ def _evaluate_in(tmp: Path, task: Task, candidate: Candidate, cfg: EvalConfig, a
         verdict["comparison"] = _compare_trials(message, reference)
         return "bench" if verdict["comparison"].ok and cfg.bench else "stop"
 
-    outcome = run_child("warpforge.evaluate.worker", [str(spec_path)], timeout_s=cfg.timeout_s,
-                        mem_limit_mb=cfg.mem_limit_gb * 1024, output_limit_bytes=cfg.output_limit_kb * 1024,
-                        env=_child_env(cfg, candidate.source), cwd=str(workdir), on_message=on_message)
+    worker.send(str(spec_path))
+    outcome = worker.wait(timeout_s=cfg.timeout_s, mem_limit_mb=cfg.mem_limit_gb * 1024, on_message=on_message)
     return _decide(outcome, verdict, reference, positions, cfg, base)
 
 

@@ -138,92 +138,109 @@ def reap_orphans() -> int:
 _LIVE_CHILDREN: set[int] = set()
 
 
-def run_child(
-    module: str,
-    args: list[str],
-    *,
-    timeout_s: float,
-    mem_limit_mb: float,
-    output_limit_bytes: int,
-    env: dict[str, str] | None = None,
-    on_message: Callable[[dict[str, Any]], str | None] | None = None,
-    cwd: str | None = None,
-) -> ChildOutcome:
-    """Run `python -m module *args`; collect its channel messages until it exits or is killed.
+class Child:
+    """One sandboxed child process: start it early (imports overlap other work), then `wait`."""
 
-    `on_message` may return a line to write to the child's stdin (a command such as "bench").
-    """
-    become_subreaper()
-    read_fd, write_fd = os.pipe()
-    child_env = dict(os.environ if env is None else env)
-    child_env[CHANNEL_ENV] = str(write_fd)
-    child_env["PYTHONUNBUFFERED"] = "1"
-    start = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", module, *args],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        pass_fds=(write_fd,), env=child_env, cwd=cwd, start_new_session=True,
-    )
-    _LIVE_CHILDREN.add(proc.pid)
-    os.close(write_fd)
-    outcome = ChildOutcome()
-    output = _TailBuffer(output_limit_bytes)
-    assert proc.stdout is not None and proc.stdin is not None
-    drain = threading.Thread(target=_drain, args=(proc.stdout, output), daemon=True)
-    drain.start()
-    selector = selectors.DefaultSelector()
-    selector.register(read_fd, selectors.EVENT_READ)
-    pending = b""
-    channel_open = True
-    try:
-        while True:
-            if time.monotonic() - start > timeout_s:
-                outcome.timed_out = True
-                break
-            rss = _rss_mb(proc.pid)
-            outcome.peak_rss_mb = max(outcome.peak_rss_mb, rss)
-            if rss > mem_limit_mb:
-                outcome.out_of_memory = True
-                break
-            if channel_open and selector.select(timeout=0.05):
-                chunk = os.read(read_fd, 1 << 16)
-                if not chunk:
-                    channel_open = False
-                    selector.unregister(read_fd)
-                pending += chunk
-                if len(pending) > MAX_MESSAGE_BYTES and b"\n" not in pending:
-                    pending, outcome.bad_messages = b"", outcome.bad_messages + 1
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    message = _parse(line)
-                    if message is None:
-                        outcome.bad_messages += 1
-                        continue
-                    outcome.messages.append(message)
-                    reply = on_message(message) if on_message else None
-                    if reply is not None:
-                        try:
-                            proc.stdin.write(reply.encode() + b"\n")
-                            proc.stdin.flush()
-                        except (BrokenPipeError, OSError):
-                            pass
-            elif not channel_open:
-                time.sleep(0.02)
-            if proc.poll() is not None and not channel_open:
-                break
-            if proc.poll() is not None and channel_open and not selector.select(timeout=0.2):
-                break
-    finally:
-        _kill_group(proc)
-        proc.wait()
-        _LIVE_CHILDREN.discard(proc.pid)
-        os.close(read_fd)
-        drain.join(timeout=2)
+    def __init__(self, module: str, args: list[str], *, env: dict[str, str] | None = None,
+                 cwd: str | None = None, output_limit_bytes: int = 64 << 10) -> None:
+        become_subreaper()
+        self._read_fd, write_fd = os.pipe()
+        child_env = dict(os.environ if env is None else env)
+        child_env[CHANNEL_ENV] = str(write_fd)
+        child_env["PYTHONUNBUFFERED"] = "1"
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,), env=child_env, cwd=cwd, start_new_session=True,
+        )
+        _LIVE_CHILDREN.add(self.proc.pid)
+        os.close(write_fd)
+        self._output = _TailBuffer(output_limit_bytes)
+        self._drain = threading.Thread(target=_drain, args=(self.proc.stdout, self._output), daemon=True)
+        self._drain.start()
+
+    def send(self, line: str) -> None:
+        """Write one command line to the child's stdin (it may have died: then nothing happens)."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def wait(self, *, timeout_s: float, mem_limit_mb: float,
+             on_message: Callable[[dict[str, Any]], str | None] | None = None) -> ChildOutcome:
+        """Collect channel messages until the child exits or is killed; the clock starts now.
+
+        `on_message` may return a line to write to the child's stdin (a command such as "bench").
+        """
+        outcome = ChildOutcome()
+        start = time.monotonic()
+        selector = selectors.DefaultSelector()
+        selector.register(self._read_fd, selectors.EVENT_READ)
+        pending = b""
+        channel_open = True
+        proc = self.proc
+        try:
+            while True:
+                if time.monotonic() - start > timeout_s:
+                    outcome.timed_out = True
+                    break
+                rss = _rss_mb(proc.pid)
+                outcome.peak_rss_mb = max(outcome.peak_rss_mb, rss)
+                if rss > mem_limit_mb:
+                    outcome.out_of_memory = True
+                    break
+                if channel_open and selector.select(timeout=0.05):
+                    chunk = os.read(self._read_fd, 1 << 16)
+                    if not chunk:
+                        channel_open = False
+                        selector.unregister(self._read_fd)
+                    pending += chunk
+                    if len(pending) > MAX_MESSAGE_BYTES and b"\n" not in pending:
+                        pending, outcome.bad_messages = b"", outcome.bad_messages + 1
+                    *lines, pending = pending.split(b"\n")
+                    for line in lines:
+                        message = _parse(line)
+                        if message is None:
+                            outcome.bad_messages += 1
+                            continue
+                        outcome.messages.append(message)
+                        reply = on_message(message) if on_message else None
+                        if reply is not None:
+                            self.send(reply)
+                elif not channel_open:
+                    time.sleep(0.02)
+                if proc.poll() is not None and not channel_open:
+                    break
+                if proc.poll() is not None and channel_open and not selector.select(timeout=0.2):
+                    break
+        finally:
+            self.kill()
+        outcome.returncode = proc.returncode
+        outcome.output = self._output.text()
+        outcome.seconds = time.monotonic() - start
+        return outcome
+
+    def kill(self) -> None:
+        """Kill the child's whole process group and any orphan it left; idempotent."""
+        _kill_group(self.proc)
+        self.proc.wait()
+        _LIVE_CHILDREN.discard(self.proc.pid)
+        if self._read_fd >= 0:
+            os.close(self._read_fd)
+            self._read_fd = -1
+        self._drain.join(timeout=2)
         reap_orphans()
-    outcome.returncode = proc.returncode
-    outcome.output = output.text()
-    outcome.seconds = time.monotonic() - start
-    return outcome
+
+
+def run_child(module: str, args: list[str], *, timeout_s: float, mem_limit_mb: float, output_limit_bytes: int,
+              env: dict[str, str] | None = None, on_message: Callable[[dict[str, Any]], str | None] | None = None,
+              cwd: str | None = None) -> ChildOutcome:
+    """Start `python -m module *args` and wait for it (see `Child`)."""
+    child = Child(module, args, env=env, cwd=cwd, output_limit_bytes=output_limit_bytes)
+    return child.wait(timeout_s=timeout_s, mem_limit_mb=mem_limit_mb, on_message=on_message)
 
 
 def _drain(stream: Any, sink: _TailBuffer) -> None:

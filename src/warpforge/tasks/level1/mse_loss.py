@@ -17,10 +17,12 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    # a random scale per row: with plain randn the mean would be ~2 for every draw, and a
-    # kernel returning a constant would pass
-    predictions = torch.randn(BATCH, DIM) * (2 * torch.rand(BATCH, 1))
-    return [predictions, torch.randn(BATCH, DIM)]
+    # predictions near their targets, off by a noise level drawn once per draw: the loss
+    # changes from draw to draw (a constant cannot pass), and computing p*p - 2*p*t + t*t
+    # instead of (p - t)**2 loses precision
+    targets = torch.randn(BATCH, DIM)
+    noise_level = 0.05 + 0.95 * torch.rand(1)
+    return [targets + noise_level * torch.randn(BATCH, DIM), targets]
 
 
 def get_init_inputs():

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Set up and run warpforge's test suite on a fresh machine (CPU is enough; GPU tests are skipped).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+source scripts/_install.sh
+install_warpforge "$PY" test
+# Triton kernels run on the CPU through Triton's interpreter
+exec "$PY" -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,67 @@
+"""sandbox.py: children are killed on time and memory, output is truncated, messages parsed."""
+
+import sys
+import textwrap
+import time
+
+from warpforge.evaluate.sandbox import run_child
+
+
+def script(tmp_path, body):
+    """A throwaway module run by run_child (as `python -m`)."""
+    (tmp_path / "child_mod.py").write_text(textwrap.dedent(body))
+    return "child_mod"
+
+
+def env_for(tmp_path):
+    import os
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = f"{tmp_path}:{env.get('PYTHONPATH', '')}"
+    return env
+
+
+def test_timeout_kills_infinite_loop(tmp_path):
+    mod = script(tmp_path, "while True:\n    pass\n")
+    t0 = time.monotonic()
+    outcome = run_child(mod, [], timeout_s=1.5, mem_limit_mb=4096, output_limit_bytes=4096, env=env_for(tmp_path))
+    assert outcome.timed_out and time.monotonic() - t0 < 10
+    assert outcome.returncode is not None and outcome.returncode < 0
+
+
+def test_grandchildren_die_with_the_child(tmp_path):
+    marker = tmp_path / "alive"
+    mod = script(tmp_path, f"""
+        import subprocess, sys, time
+        subprocess.Popen([sys.executable, "-c", "import time, pathlib\\ntime.sleep(3)\\npathlib.Path({str(marker)!r}).write_text('x')"])
+        time.sleep(60)
+    """)
+    run_child(mod, [], timeout_s=1.0, mem_limit_mb=4096, output_limit_bytes=4096, env=env_for(tmp_path))
+    time.sleep(4)
+    assert not marker.exists()
+
+
+def test_memory_limit_kills(tmp_path):
+    mod = script(tmp_path, "import time\nblocks = []\nwhile True:\n    blocks.append(bytearray(50 << 20))\n    time.sleep(0.01)\n")
+    outcome = run_child(mod, [], timeout_s=30, mem_limit_mb=300, output_limit_bytes=4096, env=env_for(tmp_path))
+    assert outcome.out_of_memory and not outcome.timed_out
+
+
+def test_output_flood_is_truncated(tmp_path):
+    mod = script(tmp_path, "import sys\nfor _ in range(50):\n    sys.stdout.write('x' * (1 << 20))\nprint('END')\n")
+    outcome = run_child(mod, [], timeout_s=60, mem_limit_mb=4096, output_limit_bytes=8192, env=env_for(tmp_path))
+    assert len(outcome.output) < 9000 and "dropped" in outcome.output and outcome.output.rstrip().endswith("END")
+
+
+def test_messages_and_garbage_on_the_channel(tmp_path):
+    mod = script(tmp_path, """
+        import os
+        from warpforge.evaluate.sandbox import Channel
+        ch = Channel()
+        ch.send("hello", n=1)
+        os.write(int(os.environ.get("FD", "0")) or 1, b"")
+        print('{"type": "verdict", "status": "correct"}')
+    """)
+    outcome = run_child(mod, [], timeout_s=60, mem_limit_mb=4096, output_limit_bytes=8192, env=env_for(tmp_path))
+    assert [m["type"] for m in outcome.messages] == ["hello"]  # printing JSON to stdout is not a message
+    assert outcome.returncode == 0 and sys.executable

@@ -1,0 +1,97 @@
+"""verify.py: scale-aware comparison and dtype tolerances (the rules of docs/evaluation.md)."""
+
+import math
+
+import torch
+
+from warpforge.evaluate.inputs import fingerprint, fingerprint_positions
+from warpforge.evaluate.verify import compare, compare_fingerprint, tolerance_for
+
+FP32 = tolerance_for(torch.float32, {}, allow_tf32=False)
+
+
+def ref64(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+def test_exact_fp32_result_passes():
+    ref = ref64(64, 64)
+    assert compare(ref.float(), ref, torch.float32, FP32).ok
+
+
+def test_bf16_and_fp16_computation_fail_an_fp32_task():
+    a, b = ref64(128, 256, seed=1), ref64(256, 64, seed=2)
+    ref = a @ b
+    for low in (torch.bfloat16, torch.float16):
+        out = (a.to(low) @ b.to(low)).float()
+        result = compare(out, ref, torch.float32, FP32)
+        assert not result.ok and "relative L2" in result.reason
+
+
+def test_tf32_like_rounding_fails_fp32_but_passes_when_opted_in():
+    a, b = ref64(128, 512, seed=3), ref64(512, 64, seed=4)
+    ref = a @ b
+
+    def tf32(x):  # keep 10 mantissa bits, as the tensor cores do for TF32 operands
+        bits = x.float().view(torch.int32) & ~0x1FFF
+        return bits.view(torch.float32)
+
+    out = (tf32(a).double() @ tf32(b).double()).float()
+    assert not compare(out, ref, torch.float32, FP32).ok
+    assert compare(out, ref, torch.float32, tolerance_for(torch.float32, {}, allow_tf32=True)).ok
+
+
+def test_zeros_fail_on_small_outputs_like_softmax():
+    ref = torch.softmax(ref64(32, 4096), dim=-1)  # every element ~ 2.4e-4
+    assert not compare(torch.zeros(32, 4096), ref, torch.float32, FP32).ok
+    assert not compare(torch.full((32, 4096), 1 / 4096), ref, torch.float32, FP32).ok
+
+
+def test_shape_dtype_and_subclass_are_exact():
+    ref = ref64(8, 8)
+
+    class Sub(torch.Tensor):
+        pass
+
+    assert "shape" in compare(ref.float().T[:4], ref, torch.float32, FP32).reason
+    assert "dtype" in compare(ref.half(), ref, torch.float32, FP32).reason
+    assert "plain torch.Tensor" in compare(ref.float().as_subclass(Sub), ref, torch.float32, FP32).reason
+
+
+def test_nan_must_match_reference_positions():
+    ref = ref64(16)
+    out = ref.float().clone()
+    out[3] = math.nan
+    assert "NaN" in compare(out, ref, torch.float32, FP32).reason
+    ref_nan = ref.clone()
+    ref_nan[3] = math.nan
+    assert compare(out, ref_nan, torch.float32, FP32).ok
+
+
+def test_single_wrong_element_fails():
+    ref = ref64(256, 256)
+    out = ref.float().clone()
+    out[17, 3] += 1.0
+    assert not compare(out, ref, torch.float32, FP32).ok
+
+
+def test_integer_outputs_must_match_exactly():
+    ref = torch.arange(10)
+    tol = tolerance_for(torch.int64, {}, allow_tf32=False)
+    assert compare(ref.clone(), ref, torch.int64, tol).ok
+    assert not compare(ref + (ref == 3), ref, torch.int64, tol).ok
+
+
+def test_native_error_widens_tolerance_and_task_can_override():
+    assert tolerance_for(torch.float32, {}, False, (1e-4, 1e-3)).rel_l2 == 4e-4
+    assert tolerance_for(torch.float32, {"rtol": 1e-3}, False).rel_l2 == 1e-3
+
+
+def test_fingerprint_detects_a_wrong_timed_output():
+    ref = ref64(64, 32)
+    pos = fingerprint_positions(ref.numel(), 32, seed=5)
+    assert compare_fingerprint(fingerprint(ref.float(), pos), ref, pos, FP32) is None
+    assert compare_fingerprint(fingerprint(torch.zeros(64, 32), pos), ref, pos, FP32) is not None
+    shifted = ref.float().clone()
+    shifted[5:] = 0  # most elements wrong, sampled ones may still be right: the norm catches it
+    assert compare_fingerprint(fingerprint(shifted, pos), ref, pos, FP32) is not None
