@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version="warpforge 0.1.0")
     sub = parser.add_subparsers(dest="command", required=True)
     _eval_parser(sub)
+    d = sub.add_parser("demo", help="evaluate and benchmark the bundled example kernels (the main job)")
+    d.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when a GPU is visible, else cpu")
+    d.add_argument("--json", action="store_true", help="print one JSON object per example on stdout")
     t = sub.add_parser("tasks", help="list the built-in task suite")
     t.add_argument("--json", action="store_true")
     return parser
@@ -79,7 +82,7 @@ def format_result(r: dict) -> str:  # type: ignore[type-arg]
                      f"(tolerance {r['tolerance'].get('rel_l2', 0):.3g} / {r['tolerance'].get('max_rel', 0):.3g} of scale)")
     if r.get("candidate_ms") is not None:
         lines.append(f"  candidate {r['candidate_ms']:.4f} ms | eager {r['reference_ms']:.4f} ms | "
-                     f"speedup {r['speedup']:.2f}x" + (f" | torch.compile {r['compile_ms']:.4f} ms "
+                     f"speedup {r['speedup']:.3g}x" + (f" | torch.compile {r['compile_ms']:.4f} ms "
                                                          f"({r['speedup_vs_compile']:.2f}x)" if r.get("compile_ms") else ""))
     if r.get("kernels", {}).get("kind"):
         k = r["kernels"]
@@ -93,6 +96,50 @@ def format_result(r: dict) -> str:  # type: ignore[type-arg]
     for w in r.get("warnings", []):
         lines.append(f"  warning: {w}")
     return "\n".join(lines)
+
+
+# (suite task, example file, devices it runs on)
+DEMO_EXAMPLES = [
+    ("level1/diag_matmul", "diag_matmul_broadcast.py", ("cpu", "cuda")),
+    ("level1/relu", "relu_cpp.py", ("cpu",)),
+    ("level1/relu", "relu_cuda.py", ("cuda",)),
+    ("level1/softmax", "softmax_triton.py", ("cpu", "cuda")),
+]
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Evaluate each bundled example against its suite task; a table on stderr, JSON lines on request."""
+    from pathlib import Path
+
+    from warpforge import Candidate, EvalConfig, evaluate, load_task
+    from warpforge import metrics
+
+    config = EvalConfig(device=args.device).resolved()
+    examples_dir = Path(__file__).resolve().parents[2] / "examples"
+    if not examples_dir.is_dir():
+        raise UsageError(f"the examples folder {examples_dir} is missing: run the demo from a source checkout")
+    pairs = [(t, examples_dir / f) for t, f, devices in DEMO_EXAMPLES if config.device in devices]
+    print(f"warpforge demo: {len(pairs)} example kernels on {config.device} ({config.size} sizes); "
+          "a first run compiles the C++/CUDA examples (about a minute); on the CPU, Triton runs in its slow interpreter", file=sys.stderr)
+    rows = []
+    for i, (task_name, path) in enumerate(pairs, 1):
+        print(f"[{i}/{len(pairs)}] {task_name} <- {path.name} ...", file=sys.stderr, flush=True)
+        result = evaluate(load_task(task_name), Candidate.from_file(path), config).to_dict(samples=False)
+        result["candidate"] = path.name
+        rows.append(result)
+        if args.json:
+            print(json.dumps(result), flush=True)
+        print("    " + format_result(result).replace("\n", "\n    "), file=sys.stderr, flush=True)
+    summary = metrics.summarize(rows)
+    print(f"\n{'task':22s} {'candidate':26s} {'status':10s} {'speedup':>8s} {'kernels':>16s}", file=sys.stderr)
+    for r in rows:
+        speed = f"{r['speedup']:.3g}x" if r.get("speedup") else "-"
+        print(f"{r['task']:22s} {r['candidate']:26s} {r['status']:10s} {speed:>8s} "
+              f"{r.get('kernels', {}).get('kind', '-'):>16s}", file=sys.stderr)
+    geo = summary.get("geomean_speedup")
+    print(f"correct {summary['n_correct']}/{summary['n']}; geometric-mean speedup "
+          f"{geo:.2f}x" if geo else "no timed results", file=sys.stderr)
+    return 0 if summary["n_correct"] == summary["n"] else 1
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -111,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return {"eval": cmd_eval, "tasks": cmd_tasks}[args.command](args)
+        return {"eval": cmd_eval, "demo": cmd_demo, "tasks": cmd_tasks}[args.command](args)
     except WarpforgeError as exc:
         if os.environ.get("WARPFORGE_DEBUG"):
             raise

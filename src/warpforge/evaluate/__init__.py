@@ -87,7 +87,7 @@ def _evaluate_in(tmp: Path, task: Task, candidate: Candidate, cfg: EvalConfig, a
     worker = Child("warpforge.evaluate.worker", [], env=_child_env(cfg, candidate.source), cwd=str(workdir),
                    output_limit_bytes=cfg.output_limit_kb * 1024)
     try:
-        reference = _run_reference(tmp, workdir, task, cfg, allow_tf32, init_seed)
+        reference = _run_reference(tmp, workdir, task, cfg, allow_tf32, init_seed, worker)
     except BaseException:
         worker.kill()
         raise
@@ -119,7 +119,8 @@ def _evaluate_in(tmp: Path, task: Task, candidate: Candidate, cfg: EvalConfig, a
     return _decide(outcome, verdict, reference, positions, cfg, base)
 
 
-def _run_reference(tmp: Path, workdir: Path, task: Task, cfg: EvalConfig, allow_tf32: bool, init_seed: int) -> _Reference:
+def _run_reference(tmp: Path, workdir: Path, task: Task, cfg: EvalConfig, allow_tf32: bool, init_seed: int,
+                   worker: Child) -> _Reference:
     reference_path = tmp / "reference.pt"
     spec = {
         "task_path": str(task.path), "sizes": task.sizes(cfg.size or ""), "device": cfg.device, "workdir": str(workdir),
@@ -129,10 +130,17 @@ def _run_reference(tmp: Path, workdir: Path, task: Task, cfg: EvalConfig, allow_
     }
     spec_path = tmp / "reference_spec.json"
     spec_path.write_text(json.dumps(spec))
-    env = _child_env(cfg, "")
+    def on_message(message: dict[str, Any]) -> str | None:
+        if message["type"] != "reference":
+            return None
+        # time the baselines only once the pre-started candidate process has finished its imports
+        # and gone idle: its start-up must not slow the reference down
+        worker.wait(timeout_s=120, mem_limit_mb=cfg.mem_limit_gb * 1024, until="ready")
+        return "time"
+
     outcome = run_child("warpforge.evaluate.reference", [str(spec_path)], timeout_s=cfg.reference_timeout_s,
                         mem_limit_mb=max(cfg.mem_limit_gb, 8) * 1024 * 4, output_limit_bytes=cfg.output_limit_kb * 1024,
-                        env=env)
+                        env=_child_env(cfg, ""), on_message=on_message)
     by_type = {m["type"]: m for m in outcome.messages}
     if "task_error" in by_type:
         raise TaskError(by_type["task_error"]["message"])

@@ -10,6 +10,7 @@ useful work — only that it ran, and on CUDA how much of the GPU time it took.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -56,13 +57,15 @@ def _cuda_kernels(run: Callable[[], Any], custom_names: list[str]) -> dict[str, 
 def _cpu_calls(run: Callable[[], Any], custom_names: list[str], extensions_dir: str) -> dict[str, Any]:
     counts: dict[str, float] = {}
     wanted = set(custom_names)
+    built = set(os.listdir(extensions_dir)) if extensions_dir and os.path.isdir(extensions_dir) else set()
 
     def tracer(frame: Any, event: str, arg: Any) -> None:
         if event == "c_call":
-            module = sys.modules.get(getattr(arg, "__module__", None) or "")
-            path = getattr(module, "__file__", "") or ""
-            if extensions_dir and path.startswith(extensions_dir):
-                name = f"{module.__name__}.{arg.__name__}"  # type: ignore[union-attr]
+            # load_inline does not register its modules in sys.modules; a pybind11 function's
+            # __module__ is the extension's name, which is a folder of the extensions cache
+            module = getattr(arg, "__module__", None) or ""
+            if module in built:
+                name = f"{module}.{getattr(arg, '__name__', '?')}"
                 counts[name] = counts.get(name, 0) + 1
         elif event == "call" and frame.f_code.co_name in wanted:
             counts[frame.f_code.co_name] = counts.get(frame.f_code.co_name, 0) + 1

@@ -159,6 +159,11 @@ class Child:
         self._output = _TailBuffer(output_limit_bytes)
         self._drain = threading.Thread(target=_drain, args=(self.proc.stdout, self._output), daemon=True)
         self._drain.start()
+        self.outcome = ChildOutcome()
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._read_fd, selectors.EVENT_READ)
+        self._pending = b""
+        self._channel_open = True
 
     def send(self, line: str) -> None:
         """Write one command line to the child's stdin (it may have died: then nothing happens)."""
@@ -170,17 +175,16 @@ class Child:
             pass
 
     def wait(self, *, timeout_s: float, mem_limit_mb: float,
-             on_message: Callable[[dict[str, Any]], str | None] | None = None) -> ChildOutcome:
+             on_message: Callable[[dict[str, Any]], str | None] | None = None,
+             until: str | None = None) -> ChildOutcome:
         """Collect channel messages until the child exits or is killed; the clock starts now.
 
         `on_message` may return a line to write to the child's stdin (a command such as "bench").
+        With `until`, return as soon as a message of that type arrives and leave the child
+        running (a later `wait` goes on from there); the child is killed in every other case.
         """
-        outcome = ChildOutcome()
+        outcome = self.outcome
         start = time.monotonic()
-        selector = selectors.DefaultSelector()
-        selector.register(self._read_fd, selectors.EVENT_READ)
-        pending = b""
-        channel_open = True
         proc = self.proc
         try:
             while True:
@@ -192,36 +196,50 @@ class Child:
                 if rss > mem_limit_mb:
                     outcome.out_of_memory = True
                     break
-                if channel_open and selector.select(timeout=0.05):
-                    chunk = os.read(self._read_fd, 1 << 16)
-                    if not chunk:
-                        channel_open = False
-                        selector.unregister(self._read_fd)
-                    pending += chunk
-                    if len(pending) > MAX_MESSAGE_BYTES and b"\n" not in pending:
-                        pending, outcome.bad_messages = b"", outcome.bad_messages + 1
-                    *lines, pending = pending.split(b"\n")
-                    for line in lines:
-                        message = _parse(line)
-                        if message is None:
-                            outcome.bad_messages += 1
-                            continue
-                        outcome.messages.append(message)
-                        reply = on_message(message) if on_message else None
-                        if reply is not None:
-                            self.send(reply)
-                elif not channel_open:
-                    time.sleep(0.02)
-                if proc.poll() is not None and not channel_open:
+                for message in self._read_messages(timeout=0.05):
+                    outcome.messages.append(message)
+                    reply = on_message(message) if on_message else None
+                    if reply is not None:
+                        self.send(reply)
+                    if until is not None and message["type"] == until:
+                        outcome.seconds += time.monotonic() - start
+                        return outcome
+                if proc.poll() is not None and not self._channel_open:
                     break
-                if proc.poll() is not None and channel_open and not selector.select(timeout=0.2):
+                if proc.poll() is not None and self._channel_open and not self._selector.select(timeout=0.2):
                     break
-        finally:
+        except BaseException:
             self.kill()
+            raise
+        self.kill()
         outcome.returncode = proc.returncode
         outcome.output = self._output.text()
-        outcome.seconds = time.monotonic() - start
+        outcome.seconds += time.monotonic() - start
         return outcome
+
+    def _read_messages(self, timeout: float) -> list[dict[str, Any]]:
+        if not self._channel_open:
+            time.sleep(0.02)
+            return []
+        if not self._selector.select(timeout=timeout):
+            return []
+        chunk = os.read(self._read_fd, 1 << 16)
+        if not chunk:
+            self._channel_open = False
+            self._selector.unregister(self._read_fd)
+        self._pending += chunk
+        if len(self._pending) > MAX_MESSAGE_BYTES and b"\n" not in self._pending:
+            self._pending = b""
+            self.outcome.bad_messages += 1
+        *lines, self._pending = self._pending.split(b"\n")
+        messages = []
+        for line in lines:
+            message = _parse(line)
+            if message is None:
+                self.outcome.bad_messages += 1
+            else:
+                messages.append(message)
+        return messages
 
     def kill(self) -> None:
         """Kill the child's whole process group and any orphan it left; idempotent."""
@@ -229,6 +247,9 @@ class Child:
         self.proc.wait()
         _LIVE_CHILDREN.discard(self.proc.pid)
         if self._read_fd >= 0:
+            if self._channel_open:
+                self._selector.unregister(self._read_fd)
+                self._channel_open = False
             os.close(self._read_fd)
             self._read_fd = -1
         self._drain.join(timeout=2)

@@ -37,7 +37,9 @@ class Rejected(Exception):
 
 def main() -> None:
     channel = sandbox.Channel()
-    # started before the reference finishes, so torch is imported by the time the spec arrives
+    # started before the reference finishes, so torch is imported by the time the spec arrives;
+    # "ready" tells the parent this process has gone idle and the baselines may be timed
+    channel.send("ready")
     spec_path = sys.stdin.readline().strip()
     if not spec_path:
         return
