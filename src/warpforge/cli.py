@@ -34,6 +34,8 @@ def _eval_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     p.add_argument("--compile-baseline", action=argparse.BooleanOptionalAction, default=None,
                    help="also time torch.compile (default: on for cuda, off for cpu)")
     p.add_argument("--no-profile", action="store_true", help="skip recording which kernels ran")
+    p.add_argument("--fresh-baselines", action="store_true",
+                   help="re-time the eager / torch.compile baselines instead of reusing this machine's cached ones")
     p.add_argument("--samples", action="store_true", help="include raw timing samples in --json output")
 
 
@@ -58,6 +60,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     config = EvalConfig(
         device=args.device, size=args.size, trials=args.trials, bench=not args.no_bench, mode=args.mode,
         allow_tf32=args.allow_tf32, compile_baseline=args.compile_baseline, profile=not args.no_profile,
+        reuse_baselines=False if args.fresh_baselines else None,
         **({"timeout_s": args.timeout} if args.timeout is not None else {}),
     )
     if config.device == "cuda":

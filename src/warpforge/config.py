@@ -52,6 +52,10 @@ class EvalConfig:
     """TF32 for fp32 tasks is an explicit opt-in (DESIGN.md); also switches the baselines' TF32 on."""
     cache_dir: str = ""
     """Compile cache (load_inline, Triton, CuPy) and baseline timings; "" = $WARPFORGE_CACHE or ~/.cache/warpforge."""
+    reuse_baselines: bool | None = None
+    """Reuse eager / torch.compile timings measured earlier for the same task, sizes, machine and
+    software: torch.compile alone takes 5-60 s per task, which would dominate every evaluation.
+    None = on for CUDA; off for CPU, where re-timing is cheap and a shared machine is noisy."""
     profile: bool = True
     """Record which kinds of kernels ran (custom vs library vs PyTorch) with one profiled call."""
 
@@ -77,6 +81,7 @@ class EvalConfig:
             size=self.size or ("gpu" if device == "cuda" else "cpu"),
             cache_dir=cache,
             compile_baseline=(device == "cuda") if self.compile_baseline is None else self.compile_baseline,
+            reuse_baselines=(device == "cuda") if self.reuse_baselines is None else self.reuse_baselines,
         )
 
     def to_dict(self) -> dict[str, object]:

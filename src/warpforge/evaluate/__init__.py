@@ -126,7 +126,8 @@ def _run_reference(tmp: Path, workdir: Path, task: Task, cfg: EvalConfig, allow_
         "task_path": str(task.path), "sizes": task.sizes(cfg.size or ""), "device": cfg.device, "workdir": str(workdir),
         "reference_path": str(reference_path), "init_seed": init_seed, "allow_tf32": allow_tf32,
         "trial_seeds": [secrets.randbits(31) for _ in range(cfg.trials)], "bench": cfg.bench,
-        "compile_baseline": cfg.compile_baseline, "bench_args": _bench_args(cfg),
+        "compile_baseline": cfg.compile_baseline, "bench_args": _bench_args(cfg), "task_hash": task.source_hash,
+        "baseline_cache_dir": str(Path(cfg.cache_dir) / "baselines") if cfg.reuse_baselines else "",
     }
     spec_path = tmp / "reference_spec.json"
     spec_path.write_text(json.dumps(spec))
@@ -155,6 +156,9 @@ def _run_reference(tmp: Path, workdir: Path, task: Task, cfg: EvalConfig, allow_
     tolerances = [tolerance_for(d, task.metadata, allow_tf32, (w[0], w[1])) for d, w in zip(dtypes, worst)]
     baselines = {m["name"]: Timing.from_dict(m["timing"]) for m in outcome.messages if m["type"] == "baseline"}
     notes = [f"{m['name']} baseline failed: {m['message']}" for m in outcome.messages if m["type"] == "baseline_error"]
+    if any(m.get("cached") for m in outcome.messages if m["type"] == "baseline"):
+        notes.append("baseline timings reused from an earlier clean-process measurement on this machine "
+                     "(--fresh-baselines to re-measure)")
     if cfg.bench and "eager" not in baselines:
         raise HarnessError(f"timing the reference of {task.name} failed: {compile_mod.summarize_errors(outcome.output, 4)}")
     return _Reference(data["outputs"], dtypes, tolerances, by_type["reference"], baselines, notes)

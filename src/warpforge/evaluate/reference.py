@@ -11,7 +11,9 @@ Run as `python -m warpforge.evaluate.reference SPEC.json`.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
+import os
 import random
 import sys
 import traceback
@@ -63,10 +65,11 @@ def main(spec_path: str) -> None:
     torch.save({"init_inputs": init_inputs, "trials": trials, "state_dict": state}, workdir / "inputs.pt")
     torch.save({"outputs": outputs64, "dtypes": [str(d) for d in native_dtypes], "native_errors": native_errors},
                Path(spec["reference_path"]))
+    hw = hardware.fingerprint(device)
     channel.send("reference", flops=flops, bytes=nbytes, dtypes=[str(d) for d in native_dtypes],
-                 native_errors=native_errors, notes=notes, hardware=hardware.fingerprint(device))
+                 native_errors=native_errors, notes=notes, hardware=hw)
     if spec["bench"] and sys.stdin.readline().strip() == "time":  # the parent says: the machine is quiet
-        _time_baselines(channel, model, trials, device, spec)
+        _time_baselines(channel, model, trials, device, spec, hw)
     channel.send("done")
 
 
@@ -121,8 +124,39 @@ def _reference_outputs(model: torch.nn.Module, trials: list[list[Any]], device: 
     return outputs64, dtypes, native_errors, sorted(set(notes))
 
 
+def _baseline_cache(spec: dict[str, Any], hw: dict[str, Any]) -> Path | None:
+    """Where this task's baseline timings on this machine and software are cached, if caching is on."""
+    if not spec.get("baseline_cache_dir"):
+        return None
+    key = {k: spec[k] for k in ("task_hash", "sizes", "device", "allow_tf32", "bench_args", "compile_baseline")}
+    key["hardware"] = {k: hw.get(k) for k in ("gpu", "cpu", "driver", "torch", "cuda", "triton")}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
+    return Path(spec["baseline_cache_dir"]) / f"{digest}.json"
+
+
 def _time_baselines(channel: Channel, model: torch.nn.Module, trials: list[list[Any]], device: str,
-                    spec: dict[str, Any]) -> None:
+                    spec: dict[str, Any], hw: dict[str, Any]) -> None:
+    cache = _baseline_cache(spec, hw)
+    if cache is not None and cache.is_file():
+        for message in json.loads(cache.read_text()):
+            channel.send(message.pop("type"), cached=True, **message)
+        return
+    sent: list[dict[str, Any]] = []
+
+    def send(type_: str, **payload: Any) -> None:
+        sent.append({"type": type_, **payload})
+        channel.send(type_, **payload)
+
+    _measure_baselines(send, model, trials, device, spec)
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(sent))
+        tmp.replace(cache)
+
+
+def _measure_baselines(send: Any, model: torch.nn.Module, trials: list[list[Any]], device: str,
+                       spec: dict[str, Any]) -> None:
     sets = [[_to(x, device) for x in inputs] for inputs in trials]
 
     def prepare(i: int) -> list[Any]:
@@ -132,13 +166,13 @@ def _time_baselines(channel: Channel, model: torch.nn.Module, trials: list[list[
         with torch.no_grad():
             return bench.time_calls(lambda args: fn(*args), prepare, len(sets), device, **spec["bench_args"])
 
-    channel.send("baseline", name="eager", timing=timed(model))
+    send("baseline", name="eager", timing=timed(model))
     if spec["compile_baseline"]:
         try:
             compiled = torch.compile(model)
-            channel.send("baseline", name="torch_compile", timing=timed(compiled))
+            send("baseline", name="torch_compile", timing=timed(compiled))
         except Exception as exc:
-            channel.send("baseline_error", name="torch_compile", message=f"{type(exc).__name__}: {str(exc)[:300]}")
+            send("baseline_error", name="torch_compile", message=f"{type(exc).__name__}: {str(exc)[:300]}")
 
 
 if __name__ == "__main__":
