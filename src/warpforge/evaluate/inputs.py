@@ -35,16 +35,16 @@ def _transform(x: torch.Tensor, dist: str, gen: torch.Generator) -> torch.Tensor
     work = x.to(torch.float64)
     if dist == "heavy_tailed":
         # log-normal magnitudes per element (sigma 1): a few elements 10-30x larger than the rest
-        factor = torch.exp(torch.randn(work.shape, generator=gen, dtype=torch.float64))
+        factor = torch.exp(torch.randn(work.shape, generator=gen, dtype=torch.float64, device=work.device))
         work = work * factor
     elif dist == "scaled_up":
         work = work * 8.0
     elif dist == "scaled_down":
         work = work / 8.0
     elif dist == "normal":
-        work = torch.randn(work.shape, generator=gen, dtype=torch.float64)
+        work = torch.randn(work.shape, generator=gen, dtype=torch.float64, device=work.device)
     elif dist == "uniform":
-        work = torch.rand(work.shape, generator=gen, dtype=torch.float64) * 2 - 1
+        work = torch.rand(work.shape, generator=gen, dtype=torch.float64, device=work.device) * 2 - 1
     return work.to(x.dtype)
 
 

@@ -62,7 +62,8 @@ def main(spec_path: str) -> None:
         return
     workdir = Path(spec["workdir"])
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    torch.save({"init_inputs": init_inputs, "trials": trials, "state_dict": state}, workdir / "inputs.pt")
+    cpu_trials = [[x.cpu() if isinstance(x, torch.Tensor) else x for x in t] for t in trials]
+    torch.save({"init_inputs": init_inputs, "trials": cpu_trials, "state_dict": state}, workdir / "inputs.pt")
     torch.save({"outputs": outputs64, "dtypes": [str(d) for d in native_dtypes], "native_errors": native_errors},
                Path(spec["reference_path"]))
     hw = hardware.fingerprint(device)
@@ -83,14 +84,17 @@ def _draw_inputs(module: Any, metadata: dict[str, Any], spec: dict[str, Any]) ->
     for i, seed in enumerate(spec["trial_seeds"]):
         torch.manual_seed(seed)
         random.seed(seed)
-        inputs = module.get_inputs()
+        # draw on the evaluation device: GPU-sized inputs take seconds to draw on the CPU
+        with torch.device(spec["device"]):
+            inputs = module.get_inputs()
         if not isinstance(inputs, (list, tuple)) or not any(isinstance(x, torch.Tensor) for x in inputs):
             raise TaskError("get_inputs() must return a list holding at least one tensor")
         for x in inputs:
             if not isinstance(x, (torch.Tensor,) + SCALARS):
                 raise TaskError(f"get_inputs() returned a {type(x).__name__}; inputs must be tensors or numbers")
-        gen = torch.Generator().manual_seed(seed)
-        trials.append(apply_distribution(list(inputs), dists[i % len(dists)], gen))
+        gen = torch.Generator(device=spec["device"]).manual_seed(seed)
+        moved = [x.to(spec["device"]) if isinstance(x, torch.Tensor) else x for x in inputs]
+        trials.append(apply_distribution(moved, dists[i % len(dists)], gen))
     return init_inputs, trials
 
 
@@ -118,9 +122,9 @@ def _reference_outputs(model: torch.nn.Module, trials: list[list[Any]], device: 
                 notes.append(f"float64 reference unavailable ({type(exc).__name__}); using the task's dtype")
                 exact = native
             dtypes = [o.dtype for o in native]
-            outputs64.append([e.detach().to("cpu", torch.float64 if e.is_floating_point() else e.dtype) for e in exact])
-            native_errors.append([list(error_stats(n.cpu(), e.cpu())[1:]) if n.is_floating_point() else [0.0, 0.0]
+            native_errors.append([list(error_stats(n, e)[1:]) if n.is_floating_point() else [0.0, 0.0]
                                   for n, e in zip(native, exact)])
+            outputs64.append([e.detach().to("cpu", torch.float64 if e.is_floating_point() else e.dtype) for e in exact])
     return outputs64, dtypes, native_errors, sorted(set(notes))
 
 
