@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="evaluate and benchmark the bundled example kernels (the main job)")
     d.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when a GPU is visible, else cpu")
     d.add_argument("--json", action="store_true", help="print one JSON object per example on stdout")
-    t = sub.add_parser("tasks", help="list the built-in task suite")
+    t = sub.add_parser("tasks", help="list the built-in task suite, or the tasks of a KernelBench-style tree")
+    t.add_argument("--root", help="a directory of level1/, level2/... folders (e.g. KernelBench/KernelBench)")
     t.add_argument("--json", action="store_true")
     return parser
 
@@ -146,9 +147,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from warpforge.task import load_task, suite_paths
 
-    tasks = [load_task(p) for p in suite_paths()]
+    if args.root and not Path(args.root).is_dir():
+        raise UsageError(f"--root {args.root} is not a directory")
+    tasks = [load_task(p) for p in (suite_paths(Path(args.root)) if args.root else suite_paths())]
     if args.json:
         print(json.dumps([{"name": t.name, "description": t.metadata.get("description", "")} for t in tasks]))
     else:
