@@ -165,6 +165,9 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from warpforge.evaluate.debug import dump_stacks_if_asked
+
+    dump_stacks_if_asked()
     try:
         return {"eval": cmd_eval, "demo": cmd_demo, "tasks": cmd_tasks}[args.command](args)
     except WarpforgeError as exc:

@@ -28,7 +28,7 @@ class EvalConfig:
     """Correctness trials, each with fresh inputs; 5 is KernelBench's count, our minimum."""
     timeout_s: float = 600.0
     """Wall-clock limit for the candidate process; a cold load_inline build alone took 47 s on an H200."""
-    reference_timeout_s: float = 900.0
+    reference_timeout_s: float = float(os.environ.get("WARPFORGE_REFERENCE_TIMEOUT", 900.0))
     """The reference runs float64 and times the baselines; large GPU presets need minutes on CPU."""
     mem_limit_gb: float = 16.0
     """Host memory (RSS) the candidate process may hold before it is killed as out-of-memory."""

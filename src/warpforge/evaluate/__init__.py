@@ -157,8 +157,10 @@ def _run_reference(tmp: Path, workdir: Path, task: Task, cfg: EvalConfig, allow_
         raise TaskError(by_type["task_error"]["message"])
     if "reference" not in by_type or not reference_path.exists():
         why = "timed out" if outcome.timed_out else f"exited with {outcome.returncode}"
+        detail = outcome.output[-3000:] if os.environ.get("WARPFORGE_DEBUG") else \
+            compile_mod.summarize_errors(outcome.output, 4)
         raise HarnessError(f"the reference process for {task.name} {why} before producing outputs: "
-                           f"{compile_mod.summarize_errors(outcome.output, 4) or 'no output'}")
+                           f"{detail or 'no output'}")
     data = torch.load(reference_path, weights_only=True)
     reference_path.unlink()  # the candidate must never find the reference outputs on disk
     dtypes = [getattr(torch, d.removeprefix("torch.")) for d in data["dtypes"]]
@@ -170,7 +172,10 @@ def _run_reference(tmp: Path, workdir: Path, task: Task, cfg: EvalConfig, allow_
         notes.append("baseline timings reused from an earlier clean-process measurement on this machine "
                      "(--fresh-baselines to re-measure)")
     if cfg.bench and "eager" not in baselines:
-        raise HarnessError(f"timing the reference of {task.name} failed: {compile_mod.summarize_errors(outcome.output, 4)}")
+        detail = outcome.output[-3000:] if os.environ.get("WARPFORGE_DEBUG") else \
+            compile_mod.summarize_errors(outcome.output, 4)
+        why = f"timed out after {cfg.reference_timeout_s:g} s" if outcome.timed_out else "failed"
+        raise HarnessError(f"timing the reference of {task.name} {why}: {detail}")
     return _Reference(data["outputs"], dtypes, tolerances, by_type["reference"], baselines, notes)
 
 

@@ -25,6 +25,7 @@ import torch
 from warpforge.errors import TaskError
 from warpforge.evaluate import bench, hardware
 from warpforge.evaluate.inputs import DEFAULT_DISTS, apply_distribution, split_outputs
+from warpforge.evaluate import debug
 from warpforge.evaluate.sandbox import Channel
 from warpforge.evaluate.verify import error_stats
 from warpforge.task import eval_metadata_expr, import_task_module, load_task
@@ -34,6 +35,7 @@ SCALARS = (int, float, bool)
 
 def main(spec_path: str) -> None:
     channel = Channel()
+    debug.dump_stacks_if_asked()
     spec = json.loads(Path(spec_path).read_text())
     device = spec["device"]
     torch.backends.cuda.matmul.allow_tf32 = bool(spec["allow_tf32"])
@@ -181,3 +183,4 @@ def _measure_baselines(send: Any, model: torch.nn.Module, trials: list[list[Any]
 
 if __name__ == "__main__":
     main(sys.argv[1])
+    debug.exit_now()

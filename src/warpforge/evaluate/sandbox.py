@@ -164,6 +164,7 @@ class Child:
         self._selector.register(self._read_fd, selectors.EVENT_READ)
         self._pending = b""
         self._channel_open = True
+        self._finished = False
 
     def send(self, line: str) -> None:
         """Write one command line to the child's stdin (it may have died: then nothing happens)."""
@@ -204,6 +205,10 @@ class Child:
                     if until is not None and message["type"] == until:
                         outcome.seconds += time.monotonic() - start
                         return outcome
+                    if message["type"] == "done":  # the child's work is over; do not wait for its exit
+                        self._finished = True
+                if self._finished:
+                    break
                 if proc.poll() is not None and not self._channel_open:
                     break
                 if proc.poll() is not None and self._channel_open and not self._selector.select(timeout=0.2):

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from warpforge.evaluate import bench, inputs as inputs_mod, sandbox
+from warpforge.evaluate import bench, debug, inputs as inputs_mod, sandbox
 from warpforge.evaluate.guard import Guard
 from warpforge.evaluate.inputs import fingerprint, split_outputs
 
@@ -37,6 +37,7 @@ class Rejected(Exception):
 
 def main() -> None:
     channel = sandbox.Channel()
+    debug.dump_stacks_if_asked()
     # started before the reference finishes, so torch is imported by the time the spec arrives;
     # "ready" tells the parent this process has gone idle and the baselines may be timed
     channel.send("ready")
@@ -233,3 +234,4 @@ def _profile(model: torch.nn.Module, trial: list[Any], spec: dict[str, Any], dev
 
 if __name__ == "__main__":
     main()
+    debug.exit_now()
