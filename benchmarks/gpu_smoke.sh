@@ -11,7 +11,7 @@ while read -r task cand flags; do
   timeout -s KILL 150 python -m warpforge.cli eval "$task" "$cand" --json --timeout 100 $flags >"$OUT/smoke_$i.json" 2>"$OUT/smoke_$i.err"
   rc=$?
   end=$(date +%s.%N)
-  python - "$OUT/smoke_$i.json" "$rc" "$(echo "$end - $start" | bc)" "$task" "$cand" <<'PY'
+  python - "$OUT/smoke_$i.json" "$rc" "$(python -c "print($end - $start)")" "$task" "$cand" <<'PY'
 import json, sys
 path, rc, wall, task, cand = sys.argv[1:]
 try:

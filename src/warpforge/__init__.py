@@ -7,15 +7,16 @@ against it); the command line in `cli.py` is a thin layer over them.
 from warpforge.candidate import Candidate, EvalResult
 from warpforge.config import EvalConfig
 from warpforge.errors import WarpforgeError
+from warpforge.evaluate import evaluate as _evaluate
 from warpforge.task import Task, load_task
 
 __version__ = "0.1.0"
 
 
+# Bound after the `warpforge.evaluate` subpackage is imported, so this function (not the
+# subpackage) is what `warpforge.evaluate` names from here on.
 def evaluate(task: Task, candidate: Candidate, config: EvalConfig | None = None) -> EvalResult:
     """Evaluate `candidate` against `task` in sandboxed child processes (see evaluate/)."""
-    from warpforge.evaluate import evaluate as _evaluate
-
     return _evaluate(task, candidate, config or EvalConfig())
 
 
