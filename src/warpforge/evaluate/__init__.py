@@ -29,7 +29,8 @@ from warpforge.evaluate import compile as compile_mod
 from warpforge.evaluate.inputs import fingerprint_positions
 from warpforge.evaluate.sandbox import Child, ChildOutcome, run_child
 from warpforge.evaluate.static import check_source
-from warpforge.evaluate.verify import Comparison, Tolerance, compare, compare_fingerprint, tolerance_for
+from warpforge.evaluate.verify import (Comparison, RefSummary, Tolerance, compare, compare_fingerprint,
+                                       summarize_reference, tolerance_for)
 from warpforge.task import Task
 
 FINGERPRINT_POSITIONS = 32
@@ -257,12 +258,15 @@ def _decide_bench(by_type: dict[str, dict[str, Any]], reference: _Reference, pos
     bench = by_type.get("bench")
     if bench is None:
         return EvalResult("crashed", "the candidate process finished without timing results", "bench", **common)
+    summaries: dict[tuple[int, int], RefSummary] = {}
     for index, prints in bench.get("fingerprints", []):
         refs = reference.outputs[int(index)]
         if not isinstance(prints, list) or len(prints) != len(refs):
             return EvalResult("incorrect", "a timed call returned a different number of outputs", "bench", **common)
         for j, fp in enumerate(prints):
-            problem = compare_fingerprint(fp, refs[j], torch.tensor(positions[j], dtype=torch.long), reference.tolerances[j])
+            if (int(index), j) not in summaries:
+                summaries[int(index), j] = summarize_reference(refs[j], torch.tensor(positions[j], dtype=torch.long))
+            problem = compare_fingerprint(fp, summaries[int(index), j], reference.tolerances[j])
             if problem:
                 return EvalResult("incorrect", f"{problem} (input set {int(index) + 1}); correct answers only outside "
                                   "timing are not accepted", "bench", **common)

@@ -111,19 +111,33 @@ def compare(out: Any, ref: torch.Tensor, expected_dtype: torch.dtype, tol: Toler
     return Comparison(True, "within tolerance", max_abs, rel_l2)
 
 
-def compare_fingerprint(fp: dict[str, Any], ref: torch.Tensor, positions: torch.Tensor, tol: Tolerance) -> str | None:
+@dataclass(frozen=True)
+class RefSummary:
+    """What a timed call's fingerprint is checked against: computed once per reference output."""
+
+    values: torch.Tensor
+    norm: float
+    scale: float
+
+
+def summarize_reference(ref: torch.Tensor, positions: torch.Tensor) -> RefSummary:
+    flat = ref.reshape(-1).to(torch.float64)
+    finite = flat[torch.isfinite(flat)]
+    norm = float(torch.linalg.vector_norm(finite)) if finite.numel() else 0.0
+    scale = float(finite.abs().max()) if finite.numel() else 0.0
+    return RefSummary(flat[positions.to(flat.device)].cpu(), norm, scale)
+
+
+def compare_fingerprint(fp: dict[str, Any], ref: RefSummary, tol: Tolerance) -> str | None:
     """Check a timed call's fingerprint against the reference; None when it matches, else why not."""
     try:
         norm = float(fp["norm"])
         values = torch.tensor([float(v) for v in fp["values"]], dtype=torch.float64)
     except (KeyError, TypeError, ValueError):
         return "a timed call returned no usable output"
-    flat = ref.reshape(-1).to(torch.float64)
-    expected = flat[positions]
+    expected, ref_norm, scale = ref.values, ref.norm, ref.scale
     if values.shape != expected.shape:
         return "a timed call returned an output of the wrong size"
-    ref_norm = float(torch.linalg.vector_norm(flat[torch.isfinite(flat)]))
-    scale = float(flat[torch.isfinite(flat)].abs().max()) if flat.numel() else 0.0
     if tol.exact:
         return None if torch.equal(values, expected) else "a timed call's output differs from the reference"
     finite = torch.isfinite(expected)
