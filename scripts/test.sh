@@ -5,5 +5,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 source scripts/_install.sh
 install_warpforge "$PY" test
-# Triton kernels run on the CPU through Triton's interpreter
+# type-check the package (STYLE.md: type hints are honest), then the tests; Triton kernels run
+# on the CPU through Triton's interpreter, GPU tests are skipped without CUDA
+"$PY" -m mypy
 exec "$PY" -m pytest -q -p no:cacheprovider "$@"

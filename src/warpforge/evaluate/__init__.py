@@ -17,12 +17,12 @@ import secrets
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from warpforge import metrics
-from warpforge.candidate import Candidate, EvalResult, Timing
+from warpforge.candidate import Candidate, EvalResult, Stage, Status, Timing
 from warpforge.config import EvalConfig
 from warpforge.errors import HarnessError, TaskError
 from warpforge.evaluate import compile as compile_mod
@@ -50,13 +50,13 @@ class _Reference:
 def evaluate(task: Task, candidate: Candidate, config: EvalConfig) -> EvalResult:
     cfg = config.resolved()
     assert cfg.device is not None and cfg.size is not None
-    base = {"task": task.name, "candidate_id": candidate.id, "config": cfg.to_dict()}
+    base = EvalResult("crashed", "", "static", task=task.name, candidate_id=candidate.id, config=cfg.to_dict())
     allow_tf32 = cfg.allow_tf32 or bool(task.metadata.get("allow_tf32"))
     report = check_source(candidate.source, allow_tf32)
     if report.syntax_error:
-        return EvalResult("compile_error", f"the candidate cannot be loaded: {report.syntax_error}", "static", **base)
+        return _with(base, "compile_error", f"the candidate cannot be loaded: {report.syntax_error}", "static")
     if report.rejected:
-        return EvalResult("rejected", f"rejected before running: the candidate {report.rejected}", "static", **base)
+        return _with(base, "rejected", f"rejected before running: the candidate {report.rejected}", "static")
     # tmpfs when there is one: GPU-sized inputs and outputs cross between processes as files
     shm = "/dev/shm" if _free_gb("/dev/shm") > 16 else None
     tmp = Path(tempfile.mkdtemp(prefix="warpforge-", dir=shm))
@@ -64,6 +64,11 @@ def evaluate(task: Task, candidate: Candidate, config: EvalConfig) -> EvalResult
         return _evaluate_in(tmp, task, candidate, cfg, allow_tf32, report.kernel_names, base)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _with(result: EvalResult, status: Status, reason: str, stage: str, **changes: Any) -> EvalResult:
+    """A copy of `result` with a verdict; every verdict below is made this way."""
+    return dataclasses.replace(result, status=status, reason=reason, stage=cast(Stage, stage), **changes)
 
 
 def _free_gb(path: str) -> float:
@@ -89,7 +94,7 @@ def _child_env(cfg: EvalConfig, source: str) -> dict[str, str]:
 
 
 def _evaluate_in(tmp: Path, task: Task, candidate: Candidate, cfg: EvalConfig, allow_tf32: bool,
-                 kernel_names: tuple[str, ...], base: dict[str, Any]) -> EvalResult:
+                 kernel_names: tuple[str, ...], base: EvalResult) -> EvalResult:
     workdir = tmp / "work"
     workdir.mkdir()
     init_seed = secrets.randbits(31)
@@ -103,7 +108,8 @@ def _evaluate_in(tmp: Path, task: Task, candidate: Candidate, cfg: EvalConfig, a
         worker.kill()
         raise
     hardware = reference.message.get("hardware", {})
-    base = {**base, "hardware": hardware, "tolerance": reference.tolerances[0].to_dict() if reference.tolerances else {}}
+    base = dataclasses.replace(base, hardware=hardware,
+                               tolerance=reference.tolerances[0].to_dict() if reference.tolerances else {})
     numels = [int(o.numel()) for o in reference.outputs[0]]
     positions = [fingerprint_positions(n, FINGERPRINT_POSITIONS, secrets.randbits(31)).tolist() for n in numels]
     out_bytes = sum(o.numel() * d.itemsize for o, d in zip(reference.outputs[0], reference.dtypes))
@@ -212,73 +218,74 @@ def _stage_of(outcome: ChildOutcome) -> str:
 
 
 def _decide(outcome: ChildOutcome, verdict: dict[str, Any], reference: _Reference, positions: list[list[int]],
-            cfg: EvalConfig, base: dict[str, Any]) -> EvalResult:
+            cfg: EvalConfig, base: EvalResult) -> EvalResult:
     by_type: dict[str, dict[str, Any]] = {}
     for m in outcome.messages:
         by_type.setdefault(m["type"], m)
     stage = _stage_of(outcome)
     tail = outcome.output[-4000:]
-    common = {**base, "output_tail": tail, "trials": len(reference.outputs), "warnings": tuple(reference.baseline_notes),
-              "reference": reference.baselines.get("eager"), "compiled_reference": reference.baselines.get("torch_compile"),
-              "stage_seconds": {"candidate_process": round(outcome.seconds, 3)}}
+    common = dataclasses.replace(
+        base, output_tail=tail, trials=len(reference.outputs), warnings=tuple(reference.baseline_notes),
+        reference=reference.baselines.get("eager"), compiled_reference=reference.baselines.get("torch_compile"),
+        stage_seconds={"candidate_process": round(outcome.seconds, 3)})
     comparison: Comparison | None = verdict.get("comparison")
     if comparison is not None:
-        common.update(max_abs_err=comparison.max_abs_err, rel_l2_err=comparison.rel_l2_err)
+        common = dataclasses.replace(common, max_abs_err=comparison.max_abs_err, rel_l2_err=comparison.rel_l2_err)
     if outcome.bad_messages or len([m for m in outcome.messages if m["type"] == "verified"]) > 1:
-        return EvalResult("rejected", "the candidate wrote to the harness's private channel", stage, **common)
+        return _with(common, "rejected", "the candidate wrote to the harness's private channel", stage)
     if "compile_error" in by_type:
         log = by_type["compile_error"].get("trace", "") + "\n" + outcome.output
         summary = compile_mod.summarize_errors(log)
-        return EvalResult("compile_error", f"the candidate failed to import or compile: {by_type['compile_error']['message'][:300]}",
-                          "compile", compile_log=summary, **common)
+        return _with(common, "compile_error", f"the candidate failed to import or compile: {by_type['compile_error']['message'][:300]}",
+                          "compile", compile_log=summary)
     if "rejected" in by_type:
-        return EvalResult("rejected", f"rejected: {by_type['rejected']['message']}", stage, **common)
+        return _with(common, "rejected", f"rejected: {by_type['rejected']['message']}", stage)
     if outcome.timed_out:
-        return EvalResult("timeout", f"killed after {cfg.timeout_s:g} s during the {stage} stage", stage, **common)
+        return _with(common, "timeout", f"killed after {cfg.timeout_s:g} s during the {stage} stage", stage)
     if outcome.out_of_memory:
-        return EvalResult("crashed", f"killed during the {stage} stage for using more than {cfg.mem_limit_gb:g} GB of "
-                          "host memory", stage, **common)
+        return _with(common, "crashed", f"killed during the {stage} stage for using more than {cfg.mem_limit_gb:g} GB of "
+                          "host memory", stage)
     if comparison is not None and not comparison.ok:
-        return EvalResult("incorrect", comparison.reason, "verify", **common)
+        return _with(common, "incorrect", comparison.reason, "verify")
     if "runtime_error" in by_type:
         message = by_type["runtime_error"]["message"]
-        return EvalResult("runtime_error", f"forward() raised during the {stage} stage: {message[:500]}", stage,
-                          compile_log=compile_mod.summarize_errors(by_type["runtime_error"].get("trace", "")), **common)
+        return _with(common, "runtime_error", f"forward() raised during the {stage} stage: {message[:500]}", stage,
+                          compile_log=compile_mod.summarize_errors(by_type["runtime_error"].get("trace", "")))
     if "done" not in by_type or comparison is None:
         how = f"was killed by {outcome.signal_name}" if outcome.signal_name else f"exited with code {outcome.returncode}"
-        return EvalResult("crashed", f"the candidate process {how} during the {stage} stage, before the harness "
-                          "finished (anything it printed is ignored)", stage, **common)
+        return _with(common, "crashed", f"the candidate process {how} during the {stage} stage, before the harness "
+                          "finished (anything it printed is ignored)", stage)
     if not cfg.bench:
-        return EvalResult("correct", comparison.reason + " (not timed)", "verify", **common)
+        return _with(common, "correct", comparison.reason + " (not timed)", "verify")
     return _decide_bench(by_type, reference, positions, cfg, common, comparison)
 
 
 def _decide_bench(by_type: dict[str, dict[str, Any]], reference: _Reference, positions: list[list[int]],
-                  cfg: EvalConfig, common: dict[str, Any], comparison: Comparison) -> EvalResult:
+                  cfg: EvalConfig, common: EvalResult, comparison: Comparison) -> EvalResult:
     bench = by_type.get("bench")
     if bench is None:
-        return EvalResult("crashed", "the candidate process finished without timing results", "bench", **common)
+        return _with(common, "crashed", "the candidate process finished without timing results", "bench")
     summaries: dict[tuple[int, int], RefSummary] = {}
     for index, prints in bench.get("fingerprints", []):
         refs = reference.outputs[int(index)]
         if not isinstance(prints, list) or len(prints) != len(refs):
-            return EvalResult("incorrect", "a timed call returned a different number of outputs", "bench", **common)
+            return _with(common, "incorrect", "a timed call returned a different number of outputs", "bench")
         for j, fp in enumerate(prints):
             if (int(index), j) not in summaries:
                 summaries[int(index), j] = summarize_reference(refs[j], torch.tensor(positions[j], dtype=torch.long))
             problem = compare_fingerprint(fp, summaries[int(index), j], reference.tolerances[j])
             if problem:
-                return EvalResult("incorrect", f"{problem} (input set {int(index) + 1}); correct answers only outside "
-                                  "timing are not accepted", "bench", **common)
+                return _with(common, "incorrect", f"{problem} (input set {int(index) + 1}); correct answers only outside "
+                                  "timing are not accepted", "bench")
     timing = Timing.from_dict(bench["timing"])
-    warnings = list(common.pop("warnings"))
+    warnings = list(common.warnings)
     if bench.get("native_threads_added"):
         warnings.append(f"{bench['native_threads_added']} native threads appeared during the timed calls")
     roofline = _roofline(reference, timing, cfg)
     kernels = by_type.get("profile", {})
     kernels = {k: v for k, v in kernels.items() if k != "type"}
-    result = EvalResult("correct", comparison.reason, "done", candidate=timing, roofline=roofline, kernels=kernels,
-                        warnings=tuple(warnings), **common)
+    result = _with(common, "correct", comparison.reason, "done", candidate=timing, roofline=roofline,
+                   kernels=kernels, warnings=tuple(warnings))
     fraction = roofline.get("fraction")
     if isinstance(fraction, float) and fraction > SPEED_OF_LIGHT_SLACK:
         return dataclasses.replace(result, status="rejected", stage="bench", reason=(

@@ -124,9 +124,9 @@ def _python_problem(tree: ast.Module, allow_tf32: bool) -> str | None:
             dotted = _dotted(node)
             head, _, rest = dotted.partition(".")
             full = f"{aliases.get(head, head)}.{rest}" if rest else aliases.get(head, head)
-            problem = _attr_problem(full, allow_tf32) or (node.attr.startswith("__") and node.attr in
-                                                          ("__globals__", "__code__", "__builtins__", "__subclasses__")
-                                                          and f"touches {node.attr}: harness introspection")
+            problem = _attr_problem(full, allow_tf32)
+            if node.attr in ("__globals__", "__code__", "__builtins__", "__subclasses__"):
+                problem = f"touches {node.attr}: harness introspection"
             if problem:
                 return problem
     return None
