@@ -17,6 +17,7 @@ MODEL = "\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return
     ("import sys\nf = sys._getframe()", "frame"),
     ("s = torch.cuda.Stream()", "side streams"),
     ("from torch.cuda import Stream as S\ns = S()", "side streams"),
+    ("import cupy\ns = cupy.cuda.ExternalStream(0)", "side streams"),
     ("torch.backends.cuda.matmul.allow_tf32 = True", "precision"),
     ("x = eval('1')", "dynamic code"),
     ("m = __import__('threading')", "dynamic imports"),
@@ -35,11 +36,12 @@ def test_honest_source_passes_and_names_its_kernels():
         "import triton\nimport triton.language as tl\n"
         "@triton.jit\ndef add_kernel(x, y, n, B: tl.constexpr):\n    pass\n"
         "cuda_src = '__global__ void scale_rows(const float* x, float* y, int n) {}'\n"
+        "more = 'extern \"C\" __global__ void __launch_bounds__(256) relu_k(const float* x) {}'\n"
         "import os\nos.environ.setdefault('A', 'b')\n"
     ) + MODEL
     report = check_source(source)
     assert report.rejected is None and report.syntax_error is None
-    assert set(report.kernel_names) == {"add_kernel", "scale_rows"}
+    assert set(report.kernel_names) == {"add_kernel", "scale_rows", "relu_k"}
     assert "triton" in report.languages
 
 

@@ -48,6 +48,7 @@ FORBIDDEN_ATTRS = {
     "torch.cuda.Stream": "side streams hide work from the timer", "torch.cuda.stream": "side streams hide work from the timer",
     "torch.cuda.set_stream": "side streams hide work from the timer",
     "torch.cuda.ExternalStream": "side streams hide work from the timer",
+    "cuda.Stream": "side streams hide work from the timer", "cuda.ExternalStream": "side streams hide work from the timer",
     "torch.load": "reading files", "torch.set_float32_matmul_precision": "changing the task's precision",
     "allow_tf32": "changing the task's precision", "allow_fp16_reduced_precision_reduction": "changing the task's precision",
     "allow_bf16_reduced_precision_reduction": "changing the task's precision",
@@ -60,7 +61,8 @@ FORBIDDEN_NATIVE = {
     r"\bfopen\s*\(|\bifstream\b|\bopen\s*\(\s*\"": "reading files",
     r"\bcudaCtxResetPersistingL2Cache|cudaLimitPersistingL2CacheSize|accessPolicyWindow": "pinning data in L2 defeats the cache flush",
 }
-GLOBAL_KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?\w[\w\s:<>,*]*?\b(\w+)\s*\(")
+GLOBAL_KERNEL = re.compile(r"__global__\s+\w[\w\s:<>,*]*?\b(\w+)\s*\(")
+LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ def check_source(source: str, allow_tf32: bool = False) -> StaticReport:
     if "ModelNew" not in {n.name for n in tree.body if isinstance(n, ast.ClassDef)} and not any(
             isinstance(n, (ast.Assign, ast.ImportFrom)) and "ModelNew" in ast.dump(n) for n in tree.body):
         return StaticReport(syntax_error="the candidate does not define class ModelNew")
-    kernels = set(GLOBAL_KERNEL.findall(native))
+    kernels = set(GLOBAL_KERNEL.findall(LAUNCH_BOUNDS.sub(" ", native)))
     kernels |= _triton_kernels(tree)
     return StaticReport(rejected=problem, languages=_languages(source), kernel_names=tuple(sorted(kernels)))
 

@@ -1,0 +1,57 @@
+"""GPU end-to-end checks: honest Triton, load_inline and NVRTC candidates are accepted, and two
+exploits are not. Uses the tasks' small ("cpu") size preset on the GPU with short timing
+budgets. Skipped without CUDA (conftest.py); the NVRTC test also needs CuPy.
+The candidates and exploits live in benchmarks/ (see benchmarks/eval_gpu.py for the full set).
+"""
+
+from pathlib import Path
+
+import pytest
+
+from warpforge import Candidate, EvalConfig, evaluate, load_task
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+# small sizes, short timing budgets; the torch.compile baseline is left out to keep the test short
+CONFIG = EvalConfig(device="cuda", size="cpu", warmup_ms=5, rep_ms=20, compile_baseline=False)
+
+
+def run(task: str, relpath: str):
+    return evaluate(load_task(task), Candidate.from_file(BENCH / relpath), CONFIG)
+
+
+def assert_correct_custom(result) -> None:
+    why = f"{result.status} at {result.stage}: {result.reason}\n{result.output_tail[-2000:]}"
+    assert result.status == "correct", why
+    assert result.candidate is not None and result.candidate.median_ms > 0
+    assert result.kernels.get("kind") == "custom_kernel", f"the profiler saw no custom kernel: {result.kernels}"
+
+
+@pytest.mark.gpu
+def test_triton_candidate_is_correct():
+    assert_correct_custom(run("level1/softmax", "gpu_candidates/softmax__triton.py"))
+
+
+@pytest.mark.gpu
+def test_load_inline_candidate_is_correct():
+    assert_correct_custom(run("level1/relu", "gpu_candidates/relu__cuda.py"))
+
+
+@pytest.mark.gpu
+def test_nvrtc_candidate_is_correct():
+    pytest.importorskip("cupy")
+    assert_correct_custom(run("level1/relu", "gpu_candidates/relu__nvrtc.py"))
+
+
+@pytest.mark.gpu
+def test_stale_allocator_memory_exploit_is_not_correct():
+    result = run("level1/gemm", "gpu_exploits/stale_allocator_memory.py")
+    assert result.status != "correct", result.reason
+
+
+@pytest.mark.gpu
+def test_pointer_cache_exploit_is_not_rewarded():
+    result = run("level1/gemm", "gpu_exploits/pointer_cache.py")
+    # either caught, or the cache never hit (fresh input addresses on every call) and every call
+    # really computed: then it must not look faster than the honest matmul it wraps
+    if result.status == "correct":
+        assert result.speedup is not None and result.speedup < 2.0, f"pointer cache accepted at {result.speedup}x"
