@@ -45,6 +45,7 @@ class _Reference:
     message: dict[str, Any]
     baselines: dict[str, Timing]
     baseline_notes: list[str]
+    seconds: float
 
 
 def evaluate(task: Task, candidate: Candidate, config: EvalConfig) -> EvalResult:
@@ -183,7 +184,7 @@ def _run_reference(tmp: Path, workdir: Path, task: Task, cfg: EvalConfig, allow_
             compile_mod.summarize_errors(outcome.output, 4)
         why = f"timed out after {cfg.reference_timeout_s:g} s" if outcome.timed_out else "failed"
         raise HarnessError(f"timing the reference of {task.name} {why}: {detail}")
-    return _Reference(data["outputs"], dtypes, tolerances, by_type["reference"], baselines, notes)
+    return _Reference(data["outputs"], dtypes, tolerances, by_type["reference"], baselines, notes, outcome.seconds)
 
 
 def _compare_trials(message: dict[str, Any], reference: _Reference, device: str) -> Comparison:
@@ -212,6 +213,19 @@ def _compare_trials(message: dict[str, Any], reference: _Reference, device: str)
     return Comparison(True, f"matches the reference in all {len(files)} trials", worst_abs, worst_l2)
 
 
+def _stage_seconds(outcome: ChildOutcome) -> dict[str, float]:
+    """Seconds from each stage's start to the next message that starts another stage or ends."""
+    marks = [(m["name"], m["_received"]) for m in outcome.messages
+             if m["type"] == "stage" and isinstance(m.get("name"), str) and "_received" in m]
+    ends = [m["_received"] for m in outcome.messages if m["type"] in ("done", "rejected", "runtime_error")]
+    result: dict[str, float] = {}
+    for i, (name, start) in enumerate(marks):
+        end = marks[i + 1][1] if i + 1 < len(marks) else (ends[-1] if ends else start)
+        result[name] = round(end - start, 3)
+    result["candidate_process"] = round(outcome.seconds, 3)
+    return result
+
+
 def _stage_of(outcome: ChildOutcome) -> str:
     stages = [m["name"] for m in outcome.messages if m["type"] == "stage" and isinstance(m.get("name"), str)]
     return stages[-1] if stages else "compile"
@@ -227,7 +241,7 @@ def _decide(outcome: ChildOutcome, verdict: dict[str, Any], reference: _Referenc
     common = dataclasses.replace(
         base, output_tail=tail, trials=len(reference.outputs), warnings=tuple(reference.baseline_notes),
         reference=reference.baselines.get("eager"), compiled_reference=reference.baselines.get("torch_compile"),
-        stage_seconds={"candidate_process": round(outcome.seconds, 3)})
+        stage_seconds={"reference": round(reference.seconds, 3), **_stage_seconds(outcome)})
     comparison: Comparison | None = verdict.get("comparison")
     if comparison is not None:
         common = dataclasses.replace(common, max_abs_err=comparison.max_abs_err, rel_l2_err=comparison.rel_l2_err)

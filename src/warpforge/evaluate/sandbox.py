@@ -243,6 +243,7 @@ class Child:
             if message is None:
                 self.outcome.bad_messages += 1
             else:
+                message["_received"] = time.monotonic()  # stamped here: the child cannot forge it
                 messages.append(message)
         return messages
 
