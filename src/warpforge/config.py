@@ -58,6 +58,8 @@ class EvalConfig:
     """Reuse eager / torch.compile timings measured earlier for the same task, sizes, machine and
     software: torch.compile alone takes 5-60 s per task, which would dominate every evaluation.
     None = on for CUDA; off for CPU, where re-timing is cheap and a shared machine is noisy."""
+    static_checks: bool = True
+    """Refuse forbidden APIs before running (static.py). Off only to test the run-time defences."""
     profile: bool = True
     """Record which kinds of kernels ran (custom vs library vs PyTorch) with one profiled call."""
 

@@ -54,6 +54,8 @@ def evaluate(task: Task, candidate: Candidate, config: EvalConfig) -> EvalResult
     base = EvalResult("crashed", "", "static", task=task.name, candidate_id=candidate.id, config=cfg.to_dict())
     allow_tf32 = cfg.allow_tf32 or bool(task.metadata.get("allow_tf32"))
     report = check_source(candidate.source, allow_tf32)
+    if not cfg.static_checks:
+        report = dataclasses.replace(report, rejected=None)
     if report.syntax_error:
         return _with(base, "compile_error", f"the candidate cannot be loaded: {report.syntax_error}", "static")
     if report.rejected:

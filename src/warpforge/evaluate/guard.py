@@ -39,7 +39,9 @@ _GUARDED: list[tuple[Any, str]] = [
 class Guard:
     def __init__(self, harness_modules: list[Any]) -> None:
         self._originals = [(owner, name, getattr(owner, name)) for owner, name in _GUARDED if hasattr(owner, name)]
-        self._modules = [(m, dict(vars(m))) for m in harness_modules]
+        # the guard guards itself too: its module and class, as well as the harness modules
+        watched = [*harness_modules, sys.modules[__name__], Guard]
+        self._modules = [(m, dict(vars(m)), _codes(m)) for m in watched]
         self._getattr = builtins.getattr
 
     def check(self) -> str | None:
@@ -48,9 +50,17 @@ class Guard:
             if self._getattr(owner, name, None) is not original:
                 label = getattr(owner, "__name__", type(owner).__name__)
                 return f"the candidate replaced {label}.{name}, which the harness uses to time or check results"
-        for module, snapshot in self._modules:
+        for module, snapshot, codes in self._modules:
             current = vars(module)
             for name, value in snapshot.items():
                 if current.get(name) is not value:
                     return f"the candidate modified the harness module {module.__name__} ({name})"
+            for name, code in codes.items():
+                if self._getattr(current.get(name), "__code__", None) is not code:
+                    return f"the candidate rewrote the code of the harness function {module.__name__}.{name}"
         return None
+
+
+def _codes(namespace: Any) -> dict[str, Any]:
+    """The code objects of the functions in a module or class (swapping __code__ keeps identity)."""
+    return {name: value.__code__ for name, value in vars(namespace).items() if hasattr(value, "__code__")}

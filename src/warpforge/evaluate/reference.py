@@ -37,6 +37,7 @@ def main(spec_path: str) -> None:
     channel = Channel()
     debug.dump_stacks_if_asked()
     spec = json.loads(Path(spec_path).read_text())
+    Path(spec_path).unlink()  # seeds and paths must be gone before any candidate code runs
     device = spec["device"]
     torch.backends.cuda.matmul.allow_tf32 = bool(spec["allow_tf32"])
     torch.backends.cudnn.allow_tf32 = bool(spec["allow_tf32"])
@@ -66,13 +67,14 @@ def main(spec_path: str) -> None:
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     cpu_trials = [[x.cpu() if isinstance(x, torch.Tensor) else x for x in t] for t in trials]
     torch.save({"init_inputs": init_inputs, "trials": cpu_trials, "state_dict": state}, workdir / "inputs.pt")
-    torch.save({"outputs": outputs64, "dtypes": [str(d) for d in native_dtypes], "native_errors": native_errors},
-               Path(spec["reference_path"]))
     hw = hardware.fingerprint(device)
     channel.send("reference", flops=flops, bytes=nbytes, dtypes=[str(d) for d in native_dtypes],
                  native_errors=native_errors, notes=notes, hardware=hw)
     if spec["bench"] and sys.stdin.readline().strip() == "time":  # the parent says: the machine is quiet
         _time_baselines(channel, model, trials, device, spec, hw)
+    # written last, so it lies on disk only between now and the parent's loading (and deleting) it
+    torch.save({"outputs": outputs64, "dtypes": [str(d) for d in native_dtypes], "native_errors": native_errors},
+               Path(spec["reference_path"]))
     channel.send("done")
 
 

@@ -114,9 +114,31 @@ def become_subreaper() -> None:
             pass
 
 
-def reap_orphans() -> int:
-    """Kill every process whose parent is us and that we did not start on purpose; return how many."""
-    me, killed = os.getpid(), 0
+def reap_orphans(max_passes: int = 200) -> int:
+    """Kill every process re-parented to us that we did not start, with its process group; repeat
+    until a pass finds none (a daemon that keeps re-forking is caught between forks)."""
+    killed = 0
+    for _ in range(max_passes):
+        found = _orphans()
+        if not found:
+            return killed
+        for pid in found:
+            for kill in (lambda: os.killpg(os.getpgid(pid), signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+                try:
+                    kill()
+                except (OSError, ProcessLookupError):
+                    pass
+            try:
+                os.waitpid(pid, 0)
+            except (OSError, ChildProcessError):
+                pass
+            killed += 1
+        time.sleep(0.005)
+    return killed
+
+
+def _orphans() -> list[int]:
+    me, found = os.getpid(), []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
@@ -125,17 +147,16 @@ def reap_orphans() -> int:
                 ppid = int(f.read().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == me and int(entry) not in _LIVE_CHILDREN:
-            try:
-                os.kill(int(entry), signal.SIGKILL)
-                os.waitpid(int(entry), 0)
-                killed += 1
-            except (OSError, ChildProcessError):
-                pass
-    return killed
+        if ppid == me and int(entry) not in _LIVE_CHILDREN and int(entry) not in _OWN_CHILDREN:
+            found.append(int(entry))
+    return found
 
 
 _LIVE_CHILDREN: set[int] = set()
+# children this process had before it first started an evaluator child: the host program's own,
+# never to be reaped (a host starting processes *during* an evaluation is not told apart)
+_OWN_CHILDREN: set[int] = set()
+_OWN_RECORDED = False
 
 
 class Child:
@@ -143,6 +164,10 @@ class Child:
 
     def __init__(self, module: str, args: list[str], *, env: dict[str, str] | None = None,
                  cwd: str | None = None, output_limit_bytes: int = 64 << 10) -> None:
+        global _OWN_RECORDED
+        if not _OWN_RECORDED:
+            _OWN_CHILDREN.update(_orphans())
+            _OWN_RECORDED = True
         become_subreaper()
         self._read_fd, write_fd = os.pipe()
         child_env = dict(os.environ if env is None else env)

@@ -13,6 +13,15 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+# An allow-list: a candidate may import only what kernels are written with. Anything else
+# (io, runpy, sys, time, ...) is refused, which is what stops obfuscated file reads, process
+# tricks and harness introspection; FORBIDDEN_IMPORTS below gives the reason for common ones.
+ALLOWED_IMPORTS = {
+    "torch", "triton", "cupy", "cupyx", "numpy", "cuda", "math", "functools", "itertools", "typing",
+    "dataclasses", "collections", "operator", "os", "enum", "abc", "__future__", "warnings", "numbers",
+}
+OS_ALLOWED = {"environ", "path", "getenv", "cpu_count", "sep"}
+DUNDERS_ALLOWED = {"__init__", "__name__", "__doc__"}
 # module -> why importing it is refused
 FORBIDDEN_IMPORTS = {
     "threading": "background threads can hide work from the timer",
@@ -37,6 +46,8 @@ FORBIDDEN_CALLS = {
     "exec": "dynamic code execution", "eval": "dynamic code execution", "compile": "dynamic code execution",
     "__import__": "dynamic imports", "open": "reading or writing files", "globals": "harness introspection",
     "breakpoint": "debugger hooks", "setattr": "patching objects by name", "delattr": "patching objects by name",
+    "vars": "reaching into namespaces", "locals": "harness introspection", "__builtins__": "reaching the builtins",
+    "input": "reading standard input", "memoryview": "raw memory access",
 }
 # attribute chains (suffix match) -> why
 FORBIDDEN_ATTRS = {
@@ -49,7 +60,10 @@ FORBIDDEN_ATTRS = {
     "torch.cuda.set_stream": "side streams hide work from the timer",
     "torch.cuda.ExternalStream": "side streams hide work from the timer",
     "cuda.Stream": "side streams hide work from the timer", "cuda.ExternalStream": "side streams hide work from the timer",
-    "torch.load": "reading files", "torch.set_float32_matmul_precision": "changing the task's precision",
+    "torch.load": "reading files", "torch.save": "writing files", "torch.from_file": "reading files",
+    "numpy.load": "reading files", "numpy.save": "writing files", "numpy.fromfile": "reading files",
+    "numpy.memmap": "reading files", "numpy.loadtxt": "reading files", "cupy.load": "reading files",
+    "torch.set_float32_matmul_precision": "changing the task's precision",
     "allow_tf32": "changing the task's precision", "allow_fp16_reduced_precision_reduction": "changing the task's precision",
     "allow_bf16_reduced_precision_reduction": "changing the task's precision",
 }
@@ -110,6 +124,8 @@ def _python_problem(tree: ast.Module, allow_tf32: bool) -> str | None:
                 root = name.split(".")[0]
                 if root in FORBIDDEN_IMPORTS:
                     return f"imports {name}: {FORBIDDEN_IMPORTS[root]}"
+                if root not in ALLOWED_IMPORTS and not (isinstance(node, ast.ImportFrom) and node.level):
+                    return (f"imports {name}: only {', '.join(sorted(ALLOWED_IMPORTS))} may be imported")
             if isinstance(node, ast.ImportFrom):
                 for alias in node.names:
                     aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
@@ -118,6 +134,12 @@ def _python_problem(tree: ast.Module, allow_tf32: bool) -> str | None:
                     aliases[alias.asname or alias.name] = alias.name
         elif isinstance(node, ast.Name) and node.id in FORBIDDEN_CALLS:
             return f"uses {node.id}(): {FORBIDDEN_CALLS[node.id]} is not allowed"
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+              and (len(node.args) < 2 or not isinstance(node.args[1], ast.Constant))):
+            return f"uses {node.func.id}() with a computed attribute name, which hides what it reaches"
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("__") \
+                and node.value.endswith("__") and node.value not in DUNDERS_ALLOWED and len(node.value) > 4:
+            return f"names {node.value!r}: introspection is not allowed"
         elif isinstance(node, ast.Name) and node.id in aliases:
             problem = _attr_problem(aliases[node.id], allow_tf32)
             if problem:
@@ -127,8 +149,10 @@ def _python_problem(tree: ast.Module, allow_tf32: bool) -> str | None:
             head, _, rest = dotted.partition(".")
             full = f"{aliases.get(head, head)}.{rest}" if rest else aliases.get(head, head)
             problem = _attr_problem(full, allow_tf32)
-            if node.attr in ("__globals__", "__code__", "__builtins__", "__subclasses__"):
-                problem = f"touches {node.attr}: harness introspection"
+            if node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in DUNDERS_ALLOWED:
+                problem = f"touches {node.attr}: introspection is not allowed"
+            elif full.startswith("os.") and full.split(".")[1] not in OS_ALLOWED:
+                problem = f"uses {full}: only os.{', os.'.join(sorted(OS_ALLOWED))} are allowed"
             if problem:
                 return problem
     return None

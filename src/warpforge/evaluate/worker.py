@@ -18,6 +18,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -29,6 +30,13 @@ from warpforge.evaluate.inputs import fingerprint, split_outputs
 _Tensor = torch.Tensor
 _type = type
 _perf = time.perf_counter
+_dumps = json.dumps
+_urandom = os.urandom
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Fingerprints equal, NaN included (nan != nan, but both print as NaN)."""
+    return bool(_dumps(a) == _dumps(b))
 
 
 class Rejected(Exception):
@@ -46,7 +54,9 @@ def main() -> None:
     if not spec_path:
         return
     spec = json.loads(Path(spec_path).read_text())
+    Path(spec_path).unlink()  # the candidate must not read the fingerprint positions or seeds
     guard = Guard([bench, inputs_mod, sandbox, sys.modules[__name__]])
+    check = guard.check  # bound now: replacing Guard.check on the class later does not reach this
     device = spec["device"]
     threads_before = set(threading.enumerate())
     channel.send("stage", name="compile")
@@ -58,19 +68,19 @@ def main() -> None:
         return
     data = torch.load(spec["inputs_path"], weights_only=True)
     try:
-        problem = guard.check() or _new_threads(threads_before)
+        problem = check() or _new_threads(threads_before)
         if problem:
             raise Rejected(problem)
         model = _build_model(module, data, spec, device)
         channel.send("compiled", seconds=_perf() - t0)
         channel.send("stage", name="verify")
-        outputs = _verify(channel, model, data["trials"], spec, device, guard, threads_before)
+        outputs = _verify(channel, model, data["trials"], spec, device, check, threads_before)
         command = sys.stdin.readline().strip()
         if command != "bench":
             channel.send("done")
             return
         channel.send("stage", name="bench")
-        _bench(channel, model, data["trials"], spec, device, guard, threads_before)
+        _bench(channel, model, data["trials"], spec, device, check, threads_before)
         del outputs
         if spec["profile"]:
             channel.send("stage", name="profile")
@@ -175,7 +185,7 @@ def _check_outputs(out: Any) -> list[_Tensor]:
 
 
 def _verify(channel: sandbox.Channel, model: torch.nn.Module, trials: list[list[Any]], spec: dict[str, Any],
-            device: str, guard: Guard, threads_before: set[threading.Thread]) -> list[list[_Tensor]]:
+            device: str, check: Callable[[], str | None], threads_before: set[threading.Thread]) -> list[list[_Tensor]]:
     positions = [torch.tensor(p, dtype=torch.long) for p in spec["positions"]]
     kept: list[list[_Tensor]] = []
     after_sync: list[list[dict[str, Any]]] = []
@@ -191,10 +201,10 @@ def _verify(channel: sandbox.Channel, model: torch.nn.Module, trials: list[list[
         at_return = [fingerprint(o, p) if isinstance(o, _Tensor) else None for o, p in zip(outs, positions)]
         _sync(device)
         synced = [fingerprint(o, p) if isinstance(o, _Tensor) else None for o, p in zip(outs, positions)]
-        problem = guard.check() or _new_threads(threads_before)
+        problem = check() or _new_threads(threads_before)
         if problem:
             raise Rejected(problem)
-        if at_return != synced:
+        if not _same(at_return, synced):
             raise Rejected("an output was still changing after forward() returned (work deferred to another stream "
                            "or thread)")
         if _mutated(pristine, args):
@@ -206,7 +216,7 @@ def _verify(channel: sandbox.Channel, model: torch.nn.Module, trials: list[list[
         after_sync.append(synced)
     for i, (outs, synced) in enumerate(zip(kept, after_sync)):
         now = [fingerprint(o, p) if isinstance(o, _Tensor) else None for o, p in zip(outs, positions)]
-        if now != synced:
+        if not _same(now, synced):
             raise Rejected(f"the output of call {i + 1} changed during later calls (an output buffer reused across "
                            "calls or written late)")
     channel.send("verified", files=files, types=[[_type(o).__name__ for o in outs] for outs in kept])
@@ -214,7 +224,7 @@ def _verify(channel: sandbox.Channel, model: torch.nn.Module, trials: list[list[
 
 
 def _bench(channel: sandbox.Channel, model: torch.nn.Module, trials: list[list[Any]], spec: dict[str, Any],
-           device: str, guard: Guard, threads_before: set[threading.Thread]) -> None:
+           device: str, check: Callable[[], str | None], threads_before: set[threading.Thread]) -> None:
     positions = [torch.tensor(p, dtype=torch.long) for p in spec["positions"]]
     sets = [_to_device(t, device) for t in trials]
     prints: list[list[Any]] = []
@@ -226,7 +236,7 @@ def _bench(channel: sandbox.Channel, model: torch.nn.Module, trials: list[list[A
     def after_call(i: int, out: Any) -> None:
         outs = _check_outputs(out)
         prints.append([i, [fingerprint(o, p) if isinstance(o, _Tensor) else None for o, p in zip(outs, positions)]])
-        problem = guard.check() or _new_threads(threads_before)
+        problem = check() or _new_threads(threads_before)
         if problem:
             raise Rejected(problem)
 
