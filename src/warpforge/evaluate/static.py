@@ -151,7 +151,7 @@ def _python_problem(tree: ast.Module, allow_tf32: bool) -> str | None:
             problem = _attr_problem(full, allow_tf32)
             if node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in DUNDERS_ALLOWED:
                 problem = f"touches {node.attr}: introspection is not allowed"
-            elif full.startswith("os.") and full.split(".")[1] not in OS_ALLOWED:
+            elif problem is None and full.startswith("os.") and full.split(".")[1] not in OS_ALLOWED:
                 problem = f"uses {full}: only os.{', os.'.join(sorted(OS_ALLOWED))} are allowed"
             if problem:
                 return problem
