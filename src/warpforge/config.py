@@ -38,6 +38,9 @@ class EvalConfig:
     """Time the candidate and the baselines (`--no-bench` skips it)."""
     mode: Mode = "offline"
     """offline: calls back to back; server: random idle gaps between calls, as CUDA-L2 measured."""
+    unseen_bench_sets: int = 3
+    """Extra input sets, with references, that only timed calls see: a program much faster on the
+    verified sets (seen before) than on these is caching results by content. 0 turns this off."""
     warmup_ms: float = 25.0
     """Warm-up as a time budget (triton.testing.do_bench uses 25 ms)."""
     rep_ms: float = 100.0

@@ -34,7 +34,10 @@ from warpforge.evaluate.verify import (Comparison, RefSummary, Tolerance, compar
 from warpforge.task import Task
 
 FINGERPRINT_POSITIONS = 32
-SPEED_OF_LIGHT_SLACK = 1.5  # a result this many times faster than the datasheet roofline is impossible
+SPEED_OF_LIGHT_SLACK = 1.5
+# repeat calls (values seen before, new addresses) this many times faster than first-seen values
+# at their best: a content cache. Honest kernels do not care which values they were given before.
+CONTENT_CACHE_RATIO = 3.0  # a result this many times faster than the datasheet roofline is impossible
 
 
 @dataclasses.dataclass
@@ -46,6 +49,7 @@ class _Reference:
     baselines: dict[str, Timing]
     baseline_notes: list[str]
     seconds: float
+    verify_sets: int
 
 
 def evaluate(task: Task, candidate: Candidate, config: EvalConfig) -> EvalResult:
@@ -121,6 +125,7 @@ def _evaluate_in(tmp: Path, task: Task, candidate: Candidate, cfg: EvalConfig, a
     spec = {
         "candidate_path": str(candidate_path), "inputs_path": str(workdir / "inputs.pt"), "workdir": str(workdir),
         "device": cfg.device, "init_seed": init_seed, "positions": positions, "bench_seed": secrets.randbits(31),
+        "verify_sets": cfg.trials,
         "poison_bytes": int(min(4 * out_bytes + (64 << 20), 2 << 30 if cfg.device == "cuda" else 256 << 20)),
         "bench_args": _bench_args(cfg), "profile": cfg.profile and cfg.bench, "kernel_names": list(kernel_names),
     }
@@ -145,7 +150,9 @@ def _run_reference(tmp: Path, workdir: Path, task: Task, cfg: EvalConfig, allow_
     spec = {
         "task_path": str(task.path), "sizes": task.sizes(cfg.size or ""), "device": cfg.device, "workdir": str(workdir),
         "reference_path": str(reference_path), "init_seed": init_seed, "allow_tf32": allow_tf32,
-        "trial_seeds": [secrets.randbits(31) for _ in range(cfg.trials)], "bench": cfg.bench,
+        # the trials, then input sets used only by timed calls (never seen during verification)
+        "trial_seeds": [secrets.randbits(31) for _ in range(cfg.trials + (cfg.unseen_bench_sets if cfg.bench else 0))],
+        "bench": cfg.bench,
         "compile_baseline": cfg.compile_baseline, "bench_args": _bench_args(cfg), "task_hash": task.source_hash,
         "baseline_cache_dir": str(Path(cfg.cache_dir) / "baselines") if cfg.reuse_baselines else "",
     }
@@ -186,7 +193,8 @@ def _run_reference(tmp: Path, workdir: Path, task: Task, cfg: EvalConfig, allow_
             compile_mod.summarize_errors(outcome.output, 4)
         why = f"timed out after {cfg.reference_timeout_s:g} s" if outcome.timed_out else "failed"
         raise HarnessError(f"timing the reference of {task.name} {why}: {detail}")
-    return _Reference(data["outputs"], dtypes, tolerances, by_type["reference"], baselines, notes, outcome.seconds)
+    return _Reference(data["outputs"], dtypes, tolerances, by_type["reference"], baselines, notes, outcome.seconds,
+                      cfg.trials)
 
 
 def _compare_trials(message: dict[str, Any], reference: _Reference, device: str) -> Comparison:
@@ -194,7 +202,7 @@ def _compare_trials(message: dict[str, Any], reference: _Reference, device: str)
     outputs take seconds to compare in float64 on the CPU). The candidate process is idle meanwhile."""
     worst_abs, worst_l2 = 0.0, 0.0
     files = message.get("files")
-    if not isinstance(files, list) or len(files) != len(reference.outputs):
+    if not isinstance(files, list) or len(files) != reference.verify_sets:
         return Comparison(False, "the candidate process reported the wrong number of trial outputs")
     for i, (path, refs) in enumerate(zip(files, reference.outputs)):
         try:
@@ -241,7 +249,7 @@ def _decide(outcome: ChildOutcome, verdict: dict[str, Any], reference: _Referenc
     stage = _stage_of(outcome)
     tail = outcome.output[-4000:]
     common = dataclasses.replace(
-        base, output_tail=tail, trials=len(reference.outputs), warnings=tuple(reference.baseline_notes),
+        base, output_tail=tail, trials=reference.verify_sets, warnings=tuple(reference.baseline_notes),
         reference=reference.baselines.get("eager"), compiled_reference=reference.baselines.get("torch_compile"),
         stage_seconds={"reference": round(reference.seconds, 3), **_stage_seconds(outcome)})
     comparison: Comparison | None = verdict.get("comparison")
@@ -294,6 +302,11 @@ def _decide_bench(by_type: dict[str, dict[str, Any]], reference: _Reference, pos
                 return _with(common, "incorrect", f"{problem} (input set {int(index) + 1}); correct answers only outside "
                                   "timing are not accepted", "bench")
     timing = Timing.from_dict(bench["timing"])
+    fresh, repeat = bench["timing"].get("first_seen_min_ms"), bench["timing"].get("repeat_median_ms")
+    if isinstance(fresh, float) and isinstance(repeat, float) and repeat * CONTENT_CACHE_RATIO < fresh:
+        return _with(common, "rejected", f"rejected: calls on input values seen before ran in {repeat:.4g} ms, more "
+                     f"than {CONTENT_CACHE_RATIO:g}x faster than on values seen for the first time ({fresh:.4g} ms "
+                     "at best): results are cached by input content", "bench", candidate=timing)
     warnings = list(common.warnings)
     if bench.get("native_threads_added"):
         warnings.append(f"{bench['native_threads_added']} native threads appeared during the timed calls")

@@ -74,7 +74,7 @@ def main() -> None:
         model = _build_model(module, data, spec, device)
         channel.send("compiled", seconds=_perf() - t0)
         channel.send("stage", name="verify")
-        outputs = _verify(channel, model, data["trials"], spec, device, check, threads_before)
+        outputs = _verify(channel, model, data["trials"][: spec["verify_sets"]], spec, device, check, threads_before)
         command = sys.stdin.readline().strip()
         if command != "bench":
             channel.send("done")
@@ -176,6 +176,10 @@ def _raw(t: _Tensor) -> _Tensor:
     return t.detach().contiguous().reshape(-1).view(torch.uint8)
 
 
+def _storage(t: _Tensor) -> int:
+    return int(t.untyped_storage().data_ptr()) if t.numel() else -1
+
+
 def _check_outputs(out: Any) -> list[_Tensor]:
     outs = split_outputs(out)
     for o in outs:
@@ -233,18 +237,29 @@ def _bench(channel: sandbox.Channel, model: torch.nn.Module, trials: list[list[A
     def prepare(i: int) -> list[Any]:
         return [v.clone() if isinstance(v, _Tensor) else v for v in sets[i]]
 
-    def after_call(i: int, out: Any) -> None:
+    previous: list[Any] = []
+
+    def after_call(i: int, args: list[Any], out: Any) -> None:
+        """The verify stage's rules, for every timed call too."""
         outs = _check_outputs(out)
         prints.append([i, [fingerprint(o, p) if isinstance(o, _Tensor) else None for o, p in zip(outs, positions)]])
         problem = check() or _new_threads(threads_before)
         if problem:
             raise Rejected(problem)
+        if _mutated(sets[i], args):
+            raise Rejected("forward() modified its input tensors in place during a timed call")
+        held = ({_storage(a) for a in args if isinstance(a, _Tensor)} | {_storage(o) for o in previous}) - {-1}
+        if any(isinstance(o, _Tensor) and _storage(o) in held for o in outs):
+            raise Rejected("a timed call returned a buffer it did not allocate for that call (an input, or the "
+                           "previous call's output, which is still alive)")
+        previous[:] = [o for o in outs if isinstance(o, _Tensor)]
 
     def call(args: list[Any]) -> Any:
         with torch.no_grad():
             return model(*args)
 
     timing = bench.time_calls(call, prepare, len(sets), device, rng=random.Random(spec["bench_seed"]),
+                              unseen_sets=len(sets) - spec["verify_sets"],
                               after_call=after_call, **spec["bench_args"])
     grown = (len(os.listdir("/proc/self/task")) - native_threads) if native_threads else 0
     channel.send("bench", timing=timing, fingerprints=prints, native_threads_added=grown)
