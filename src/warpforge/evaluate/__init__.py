@@ -158,6 +158,7 @@ def _run_reference(tmp: Path, workdir: Path, task: Task, cfg: EvalConfig, allow_
     }
     spec_path = tmp / "reference_spec.json"
     spec_path.write_text(json.dumps(spec))
+
     def on_message(message: dict[str, Any]) -> str | None:
         if message["type"] != "reference":
             return None
