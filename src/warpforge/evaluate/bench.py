@@ -135,14 +135,15 @@ def time_calls(
         if calls >= max_reps:
             break
     per_call = max(statistics.median(estimates), 1e-3)
-    reps = int(min(max(rep_ms / per_call, min_reps), max_reps))
+    # enough calls for the first-seen sets plus three repeats (the content-cache comparison)
+    reps = int(min(max(rep_ms / per_call, min_reps, unseen_sets + 3), max(max_reps, unseen_sets + 3)))
     device_ms, host_ms, first_seen = [], [], []
     unseen = list(range(n_sets - unseen_sets, n_sets))
     loop_start = _perf_counter()
     for i in range(reps):
         # per-call overheads outside the window (clones, flush, fingerprints) can dwarf a tiny
         # kernel: stop at 4x the budget in wall time once there are min_reps samples
-        if i >= min_reps and (_perf_counter() - loop_start) * 1e3 > 4 * rep_ms:
+        if i >= max(min_reps, len(unseen) + 3) and (_perf_counter() - loop_start) * 1e3 > 4 * rep_ms:
             break
         d, h = one(unseen[i] if i < len(unseen) else rng.randrange(n_sets), record=True)
         device_ms.append(d)

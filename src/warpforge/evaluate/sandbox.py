@@ -11,8 +11,10 @@ and there is no network or filesystem isolation — see docs/evaluation.md.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import secrets
 import selectors
 import signal
 import subprocess
@@ -315,7 +317,11 @@ class Channel:
     """The child's end: JSON lines to the parent, bound at import so later patches don't matter."""
 
     def __init__(self) -> None:
-        self._fd = int(os.environ.pop(CHANNEL_ENV))
+        inherited = int(os.environ.pop(CHANNEL_ENV))
+        # move the pipe to a random descriptor that compilers and other subprocesses do not inherit,
+        # and close the number the environment (/proc/self/environ) still names
+        self._fd = fcntl.fcntl(inherited, fcntl.F_DUPFD_CLOEXEC, 100 + secrets.randbelow(800))
+        os.close(inherited)
         self._write = os.write
         self._dumps = json.dumps
 
