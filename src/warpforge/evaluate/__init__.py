@@ -303,11 +303,9 @@ def _decide_bench(by_type: dict[str, dict[str, Any]], reference: _Reference, pos
                 return _with(common, "incorrect", f"{problem} (input set {int(index) + 1}); correct answers only outside "
                                   "timing are not accepted", "bench")
     timing = Timing.from_dict(bench["timing"])
-    fresh, repeat = bench["timing"].get("first_seen_min_ms"), bench["timing"].get("repeat_median_ms")
-    if isinstance(fresh, float) and isinstance(repeat, float) and repeat * CONTENT_CACHE_RATIO < fresh:
-        return _with(common, "rejected", f"rejected: calls on input values seen before ran in {repeat:.4g} ms, more "
-                     f"than {CONTENT_CACHE_RATIO:g}x faster than on values seen for the first time ({fresh:.4g} ms "
-                     "at best): results are cached by input content", "bench", candidate=timing)
+    cached = content_cache_suspected(bench["timing"])
+    if cached:
+        return _with(common, "rejected", f"rejected: {cached}", "bench", candidate=timing)
     warnings = list(common.warnings)
     if bench.get("native_threads_added"):
         warnings.append(f"{bench['native_threads_added']} native threads appeared during the timed calls")
@@ -322,6 +320,15 @@ def _decide_bench(by_type: dict[str, dict[str, Any]], reference: _Reference, pos
             f"measured {timing.median_ms:.4g} ms, {fraction:.1f}x faster than this GPU's speed of light "
             f"({roofline['floor_ms']:.4g} ms): results were cached or work was hidden from the timer"))
     return result
+
+
+def content_cache_suspected(timing: dict[str, Any]) -> str | None:
+    """Why a bench summary looks like a content cache (repeat values much faster), or None."""
+    fresh, repeat = timing.get("first_seen_min_ms"), timing.get("repeat_median_ms")
+    if isinstance(fresh, (int, float)) and isinstance(repeat, (int, float)) and repeat * CONTENT_CACHE_RATIO < fresh:
+        return (f"calls on input values seen before ran in {repeat:.4g} ms, more than {CONTENT_CACHE_RATIO:g}x faster "
+                f"than on values seen for the first time ({fresh:.4g} ms at best): results are cached by input content")
+    return None
 
 
 def _roofline(reference: _Reference, timing: Timing, cfg: EvalConfig) -> dict[str, Any]:

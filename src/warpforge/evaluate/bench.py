@@ -135,20 +135,28 @@ def time_calls(
         if calls >= max_reps:
             break
     per_call = max(statistics.median(estimates), 1e-3)
-    # enough calls for the first-seen sets plus three repeats (the content-cache comparison)
-    reps = int(min(max(rep_ms / per_call, min_reps, unseen_sets + 3), max(max_reps, unseen_sets + 3)))
+    # enough calls for the first-seen sets plus repeats (the content-cache comparison)
+    reps = int(min(max(rep_ms / per_call, min_reps, 3 * unseen_sets + 3), max(max_reps, 3 * unseen_sets + 3)))
     device_ms, host_ms, first_seen = [], [], []
     unseen = list(range(n_sets - unseen_sets, n_sets))
+    # the unseen sets go at random places among the first calls, not first: a slow start after
+    # the warm-up must not look like a content cache
+    seen_sets = max(n_sets - unseen_sets, 1)
+    schedule = unseen + [rng.randrange(seen_sets) for _ in range(2 * len(unseen) + 3)]
+    rng.shuffle(schedule)
+    used: set[int] = set()
     loop_start = _perf_counter()
     for i in range(reps):
         # per-call overheads outside the window (clones, flush, fingerprints) can dwarf a tiny
         # kernel: stop at 4x the budget in wall time once there are min_reps samples
-        if i >= max(min_reps, len(unseen) + 3) and (_perf_counter() - loop_start) * 1e3 > 4 * rep_ms:
+        if i >= max(min_reps, len(schedule)) and (_perf_counter() - loop_start) * 1e3 > 4 * rep_ms:
             break
-        d, h = one(unseen[i] if i < len(unseen) else rng.randrange(n_sets), record=True)
+        index = schedule[i] if i < len(schedule) else rng.randrange(n_sets)
+        d, h = one(index, record=True)
         device_ms.append(d)
         host_ms.append(h)
-        first_seen.append(i < len(unseen))
+        first_seen.append(index in unseen and index not in used)
+        used.add(index)
     summary = summarize(device_ms, host_ms)
     # the last `unseen_sets` sets were never given to the program before the timed loop; the
     # rest are values it has seen (at new addresses now). A program much faster on values it

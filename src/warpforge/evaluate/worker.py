@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import deque
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any
@@ -80,7 +81,7 @@ def main() -> None:
             channel.send("done")
             return
         channel.send("stage", name="bench")
-        _bench(channel, model, data["trials"], spec, device, check, threads_before)
+        _bench(channel, model, data["trials"], spec, device, check, threads_before, outputs)
         del outputs
         if spec["profile"]:
             channel.send("stage", name="profile")
@@ -228,7 +229,8 @@ def _verify(channel: sandbox.Channel, model: torch.nn.Module, trials: list[list[
 
 
 def _bench(channel: sandbox.Channel, model: torch.nn.Module, trials: list[list[Any]], spec: dict[str, Any],
-           device: str, check: Callable[[], str | None], threads_before: set[threading.Thread]) -> None:
+           device: str, check: Callable[[], str | None], threads_before: set[threading.Thread],
+           verified: list[list[_Tensor]]) -> None:
     positions = [torch.tensor(p, dtype=torch.long) for p in spec["positions"]]
     sets = [_to_device(t, device) for t in trials]
     prints: list[list[Any]] = []
@@ -237,7 +239,10 @@ def _bench(channel: sandbox.Channel, model: torch.nn.Module, trials: list[list[A
     def prepare(i: int) -> list[Any]:
         return [v.clone() if isinstance(v, _Tensor) else v for v in sets[i]]
 
-    previous: list[Any] = []
+    # outputs still alive (the verified ones, the recent timed ones): an honest call cannot get
+    # their memory from the allocator, so returning one of them again is a reused buffer
+    recent: deque[list[_Tensor]] = deque(maxlen=len(sets))
+    verified_storages = {_storage(o) for outs in verified for o in outs if isinstance(o, _Tensor)} - {-1}
 
     def after_call(i: int, args: list[Any], out: Any) -> None:
         """The verify stage's rules, for every timed call too."""
@@ -248,11 +253,12 @@ def _bench(channel: sandbox.Channel, model: torch.nn.Module, trials: list[list[A
             raise Rejected(problem)
         if _mutated(sets[i], args):
             raise Rejected("forward() modified its input tensors in place during a timed call")
-        held = ({_storage(a) for a in args if isinstance(a, _Tensor)} | {_storage(o) for o in previous}) - {-1}
+        held = ({_storage(a) for a in args if isinstance(a, _Tensor)} | verified_storages
+                | {_storage(o) for outs_ in recent for o in outs_}) - {-1}
         if any(isinstance(o, _Tensor) and _storage(o) in held for o in outs):
-            raise Rejected("a timed call returned a buffer it did not allocate for that call (an input, or the "
-                           "previous call's output, which is still alive)")
-        previous[:] = [o for o in outs if isinstance(o, _Tensor)]
+            raise Rejected("a timed call returned a buffer it did not allocate for that call (an input, or an "
+                           "earlier call's output, which is still alive)")
+        recent.append([o for o in outs if isinstance(o, _Tensor)])
 
     def call(args: list[Any]) -> Any:
         with torch.no_grad():
