@@ -32,7 +32,6 @@ _Tensor = torch.Tensor
 _type = type
 _perf = time.perf_counter
 _dumps = json.dumps
-_urandom = os.urandom
 
 
 def _same(a: Any, b: Any) -> bool:
