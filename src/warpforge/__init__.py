@@ -1,12 +1,13 @@
 """warpforge: make GPU code faster with LLMs and search, on an evaluation harness you can trust.
 
-The public entry points are `load_task` (a reference program) and `evaluate` (a candidate
-against it); the command line in `cli.py` is a thin layer over them.
+The public entry points are `load_task` (a reference program), `evaluate` (a candidate
+against it) and `Judge` (many candidates against one task, set-up paid once); the command line in `cli.py` is a thin layer over them.
 """
 
 from warpforge.candidate import Candidate, EvalResult
 from warpforge.config import EvalConfig
 from warpforge.errors import WarpforgeError
+from warpforge.evaluate import Judge
 from warpforge.evaluate import evaluate as _evaluate
 from warpforge.task import Task, load_task
 
@@ -20,4 +21,4 @@ def evaluate(task: Task, candidate: Candidate, config: EvalConfig | None = None)
     return _evaluate(task, candidate, config or EvalConfig())
 
 
-__all__ = ["Candidate", "EvalConfig", "EvalResult", "Task", "WarpforgeError", "evaluate", "load_task"]
+__all__ = ["Candidate", "EvalConfig", "EvalResult", "Judge", "Task", "WarpforgeError", "evaluate", "load_task"]

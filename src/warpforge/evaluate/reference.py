@@ -5,7 +5,9 @@ reference outputs in float64 where the ops allow it, measures how far the task's
 native-dtype program is from that (to calibrate tolerances), and times the eager and
 torch.compile baselines in this clean process. Inputs go to a file the candidate will read;
 reference outputs go to a file that the parent loads and deletes before any candidate runs.
-Run as `python -m warpforge.evaluate.reference SPEC.json`.
+Run as `python -m warpforge.evaluate.reference SPEC.json`; it loads the task once and then
+serves one draw (fresh seeds) per line on stdin, so a judge that evaluates many candidates
+pays the start-up once (see `Judge`).
 """
 
 from __future__ import annotations
@@ -34,21 +36,23 @@ SCALARS = (int, float, bool)
 
 
 def main(spec_path: str) -> None:
+    """Load the task once, then serve draws: one line of JSON on stdin per draw, EOF to quit."""
     channel = Channel()
     debug.dump_stacks_if_asked()
     spec = json.loads(Path(spec_path).read_text())
-    Path(spec_path).unlink()  # seeds and paths must be gone before any candidate code runs
+    Path(spec_path).unlink()
     device = spec["device"]
     torch.backends.cuda.matmul.allow_tf32 = bool(spec["allow_tf32"])
     torch.backends.cudnn.allow_tf32 = bool(spec["allow_tf32"])
     try:
         task = load_task(spec["task_path"])
         module = import_task_module(task, spec["sizes"])
-        init_inputs, trials = _draw_inputs(module, task.metadata, spec)
+        init_inputs = _init_inputs(module)
         torch.manual_seed(spec["init_seed"])
         model = module.Model(*init_inputs).eval()
         flops = eval_metadata_expr(task, module, "flops")
         nbytes = eval_metadata_expr(task, module, "bytes")
+        model = model.to(device)
     except TaskError as exc:
         channel.send("task_error", message=str(exc))
         return
@@ -56,50 +60,80 @@ def main(spec_path: str) -> None:
         channel.send("task_error", message=f"task {spec['task_path']} failed to build its model or inputs: "
                      f"{type(exc).__name__}: {exc}")
         return
+    hw = hardware.fingerprint(device)
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    channel.send("loaded", flops=flops, bytes=nbytes, hardware=hw)
+    while True:
+        line = sys.stdin.readline().strip()
+        if not line:
+            return
+        if not _draw(channel, module, task.metadata, model, init_inputs, state, json.loads(line), spec, hw):
+            return
+
+
+def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.nn.Module, init_inputs: list[Any],
+          state: dict[str, torch.Tensor], request: dict[str, Any], spec: dict[str, Any], hw: dict[str, Any]) -> bool:
+    """One draw: fresh inputs from the request's seeds, their float64 outputs, the baselines if
+    asked. Inputs go to the candidate's folder; outputs to a file the parent loads and deletes."""
+    device = spec["device"]
     try:
-        model = model.to(device)
+        trials = _draw_trials(module, metadata, request["trial_seeds"], device)
+    except TaskError as exc:
+        channel.send("task_error", message=str(exc))
+        return False
+    except Exception as exc:
+        channel.send("task_error", message=f"the task's get_inputs() failed: {type(exc).__name__}: {exc}")
+        return False
+    try:
         outputs64, native_dtypes, native_errors, notes = _reference_outputs(model, trials, device)
     except Exception as exc:
         channel.send("task_error", message=f"the task's own forward() failed: {type(exc).__name__}: {exc}",
                      trace=traceback.format_exc()[-2000:])
-        return
-    workdir = Path(spec["workdir"])
-    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+        return False
     cpu_trials = [[x.cpu() if isinstance(x, torch.Tensor) else x for x in t] for t in trials]
-    torch.save({"init_inputs": init_inputs, "trials": cpu_trials, "state_dict": state}, workdir / "inputs.pt")
-    hw = hardware.fingerprint(device)
-    channel.send("reference", flops=flops, bytes=nbytes, dtypes=[str(d) for d in native_dtypes],
-                 native_errors=native_errors, notes=notes, hardware=hw)
-    if spec["bench"] and sys.stdin.readline().strip() == "time":  # the parent says: the machine is quiet
+    torch.save({"init_inputs": init_inputs, "trials": cpu_trials, "state_dict": state}, request["inputs_path"])
+    del cpu_trials
+    channel.send("reference", dtypes=[str(d) for d in native_dtypes], native_errors=native_errors, notes=notes)
+    if request.get("time_baselines") and sys.stdin.readline().strip() == "time":  # the machine is quiet now
         _time_baselines(channel, model, trials, device, spec, hw)
-    # written last, so it lies on disk only between now and the parent's loading (and deleting) it
+    del trials
+    # written last, so it lies on disk only between now and the parent's loading (and deleting) it;
+    # then dropped here too: this process stays alive while the candidate runs
     torch.save({"outputs": outputs64, "dtypes": [str(d) for d in native_dtypes], "native_errors": native_errors},
-               Path(spec["reference_path"]))
-    channel.send("done")
+               Path(request["reference_path"]))
+    del outputs64
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    channel.send("drawn")
+    return True
 
 
-def _draw_inputs(module: Any, metadata: dict[str, Any], spec: dict[str, Any]) -> tuple[list[Any], list[list[Any]]]:
+def _init_inputs(module: Any) -> list[Any]:
     init_inputs = list(module.get_init_inputs())
     for value in init_inputs:
         if not isinstance(value, SCALARS + (torch.Tensor, tuple, list, str)) and value is not None:
             raise TaskError(f"get_init_inputs() returned a {type(value).__name__}; use numbers, tensors or lists")
+    return init_inputs
+
+
+def _draw_trials(module: Any, metadata: dict[str, Any], seeds: list[int], device: str) -> list[list[Any]]:
     dists = list(metadata.get("input_dists") or DEFAULT_DISTS)
     trials = []
-    for i, seed in enumerate(spec["trial_seeds"]):
+    for i, seed in enumerate(seeds):
         torch.manual_seed(seed)
         random.seed(seed)
         # draw on the evaluation device: GPU-sized inputs take seconds to draw on the CPU
-        with torch.device(spec["device"]):
+        with torch.device(device):
             inputs = module.get_inputs()
         if not isinstance(inputs, (list, tuple)) or not any(isinstance(x, torch.Tensor) for x in inputs):
             raise TaskError("get_inputs() must return a list holding at least one tensor")
         for x in inputs:
             if not isinstance(x, (torch.Tensor,) + SCALARS):
                 raise TaskError(f"get_inputs() returned a {type(x).__name__}; inputs must be tensors or numbers")
-        gen = torch.Generator(device=spec["device"]).manual_seed(seed)
-        moved = [x.to(spec["device"]) if isinstance(x, torch.Tensor) else x for x in inputs]
+        gen = torch.Generator(device=device).manual_seed(seed)
+        moved = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
         trials.append(apply_distribution(moved, dists[i % len(dists)], gen))
-    return init_inputs, trials
+    return trials
 
 
 def _to(x: Any, device: str, double: bool = False) -> Any:

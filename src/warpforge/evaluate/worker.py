@@ -55,6 +55,7 @@ def main() -> None:
         return
     spec = json.loads(Path(spec_path).read_text())
     Path(spec_path).unlink()  # the candidate must not read the fingerprint positions or seeds
+    os.environ.update(spec["env"])  # this candidate's compile caches (the process started before it was known)
     guard = Guard([bench, inputs_mod, sandbox, sys.modules[__name__]])
     check = guard.check  # bound now: replacing Guard.check on the class later does not reach this
     device = spec["device"]

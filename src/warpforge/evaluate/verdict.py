@@ -1,0 +1,195 @@
+"""The verdict: decided here, in the parent, from the evidence the children sent.
+
+Nothing the candidate prints or does to its own process reaches this module except through
+the messages its process sent on the private channel and the output files it wrote; both are
+judged against the reference outputs, which the candidate never saw.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, cast
+
+import torch
+
+from warpforge import metrics
+from warpforge.candidate import EvalResult, Stage, Status, Timing
+from warpforge.config import EvalConfig
+from warpforge.evaluate import compile as compile_mod
+from warpforge.evaluate.sandbox import ChildOutcome
+from warpforge.evaluate.verify import Comparison, RefSummary, Tolerance, compare, compare_fingerprint, summarize_reference
+
+SPEED_OF_LIGHT_SLACK = 1.5  # a result this many times faster than the datasheet roofline is impossible
+# repeat calls (values seen before, new addresses) this many times faster than first-seen values
+# at their best: a content cache. Honest kernels do not care which values they were given before.
+CONTENT_CACHE_RATIO = 3.0
+
+
+@dataclasses.dataclass
+class Reference:
+    """One draw of the reference process: float64 outputs per trial and what goes with them."""
+    outputs: list[list[torch.Tensor]]
+    dtypes: list[torch.dtype]
+    tolerances: list[Tolerance]
+    loaded: dict[str, Any]
+    """The reference process's start-up message: flops, bytes, hardware."""
+    baselines: dict[str, Timing]
+    baseline_notes: list[str]
+    seconds: float
+    verify_sets: int
+
+
+def with_verdict(result: EvalResult, status: Status, reason: str, stage: str, **changes: Any) -> EvalResult:
+    """A copy of `result` with a verdict; every verdict is made this way."""
+    return dataclasses.replace(result, status=status, reason=reason, stage=cast(Stage, stage), **changes)
+
+
+def compare_trials(message: dict[str, Any], reference: Reference, device: str) -> Comparison:
+    """Compare every trial's outputs with the reference (on the GPU when there is one: GPU-sized
+    outputs take seconds to compare in float64 on the CPU). The candidate process is idle meanwhile."""
+    worst_abs, worst_l2 = 0.0, 0.0
+    files = message.get("files")
+    if not isinstance(files, list) or len(files) != reference.verify_sets:
+        return Comparison(False, "the candidate process reported the wrong number of trial outputs")
+    for i, (path, refs) in enumerate(zip(files, reference.outputs)):
+        try:
+            outs = torch.load(path, weights_only=True)
+        except Exception as exc:
+            return Comparison(False, f"trial {i + 1}: the outputs could not be read back ({type(exc).__name__})")
+        if not isinstance(outs, list) or len(outs) != len(refs):
+            n = len(outs) if isinstance(outs, list) else 1
+            return Comparison(False, f"forward() returned {n} outputs, the reference returns {len(refs)}")
+        for j, (out, ref) in enumerate(zip(outs, refs)):
+            label = "the output" if len(refs) == 1 else f"output {j}"
+            if isinstance(out, torch.Tensor):
+                out, ref = out.to(device), ref.to(device)
+            result = compare(out, ref, reference.dtypes[j], reference.tolerances[j], label)
+            worst_abs, worst_l2 = max(worst_abs, result.max_abs_err), max(worst_l2, result.rel_l2_err)
+            if not result.ok:
+                return Comparison(False, f"trial {i + 1} of {len(files)}: {result.reason}", worst_abs, worst_l2)
+    return Comparison(True, f"matches the reference in all {len(files)} trials", worst_abs, worst_l2)
+
+
+def _stage_seconds(outcome: ChildOutcome) -> dict[str, float]:
+    """Seconds from each stage's start to the next message that starts another stage or ends."""
+    marks = [(m["name"], m["_received"]) for m in outcome.messages
+             if m["type"] == "stage" and isinstance(m.get("name"), str) and "_received" in m]
+    ends = [m["_received"] for m in outcome.messages if m["type"] in ("done", "rejected", "runtime_error")]
+    result: dict[str, float] = {}
+    for i, (name, start) in enumerate(marks):
+        end = marks[i + 1][1] if i + 1 < len(marks) else (ends[-1] if ends else start)
+        result[name] = round(end - start, 3)
+    result["candidate_process"] = round(outcome.seconds, 3)
+    return result
+
+
+def _stage_of(outcome: ChildOutcome) -> str:
+    stages = [m["name"] for m in outcome.messages if m["type"] == "stage" and isinstance(m.get("name"), str)]
+    return stages[-1] if stages else "compile"
+
+
+def decide(outcome: ChildOutcome, verdict: dict[str, Any], reference: Reference, positions: list[list[int]],
+            cfg: EvalConfig, base: EvalResult) -> EvalResult:
+    by_type: dict[str, dict[str, Any]] = {}
+    for m in outcome.messages:
+        by_type.setdefault(m["type"], m)
+    stage = _stage_of(outcome)
+    tail = outcome.output[-4000:]
+    common = dataclasses.replace(
+        base, output_tail=tail, trials=reference.verify_sets, warnings=tuple(reference.baseline_notes),
+        reference=reference.baselines.get("eager"), compiled_reference=reference.baselines.get("torch_compile"),
+        stage_seconds={"reference": round(reference.seconds, 3), **_stage_seconds(outcome)})
+    comparison: Comparison | None = verdict.get("comparison")
+    if comparison is not None:
+        common = dataclasses.replace(common, max_abs_err=comparison.max_abs_err, rel_l2_err=comparison.rel_l2_err)
+    if outcome.bad_messages or len([m for m in outcome.messages if m["type"] == "verified"]) > 1:
+        return with_verdict(common, "rejected", "the candidate wrote to the harness's private channel", stage)
+    if "compile_error" in by_type:
+        log = by_type["compile_error"].get("trace", "") + "\n" + outcome.output
+        summary = compile_mod.summarize_errors(log)
+        return with_verdict(common, "compile_error", f"the candidate failed to import or compile: {by_type['compile_error']['message'][:300]}",
+                          "compile", compile_log=summary)
+    if "rejected" in by_type:
+        return with_verdict(common, "rejected", f"rejected: {by_type['rejected']['message']}", stage)
+    if outcome.timed_out:
+        return with_verdict(common, "timeout", f"killed after {cfg.timeout_s:g} s during the {stage} stage", stage)
+    if outcome.out_of_memory:
+        return with_verdict(common, "crashed", f"killed during the {stage} stage for using more than {cfg.mem_limit_gb:g} GB of "
+                          "host memory", stage)
+    if comparison is not None and not comparison.ok:
+        return with_verdict(common, "incorrect", comparison.reason, "verify")
+    if "runtime_error" in by_type:
+        message = by_type["runtime_error"]["message"]
+        return with_verdict(common, "runtime_error", f"forward() raised during the {stage} stage: {message[:500]}", stage,
+                          compile_log=compile_mod.summarize_errors(by_type["runtime_error"].get("trace", "")))
+    if "done" not in by_type or comparison is None:
+        how = f"was killed by {outcome.signal_name}" if outcome.signal_name else f"exited with code {outcome.returncode}"
+        return with_verdict(common, "crashed", f"the candidate process {how} during the {stage} stage, before the harness "
+                          "finished (anything it printed is ignored)", stage)
+    if not cfg.bench:
+        return with_verdict(common, "correct", comparison.reason + " (not timed)", "verify")
+    return _decide_bench(by_type, reference, positions, cfg, common, comparison)
+
+
+def _decide_bench(by_type: dict[str, dict[str, Any]], reference: Reference, positions: list[list[int]],
+                  cfg: EvalConfig, common: EvalResult, comparison: Comparison) -> EvalResult:
+    bench = by_type.get("bench")
+    if bench is None:
+        return with_verdict(common, "crashed", "the candidate process finished without timing results", "bench")
+    summaries: dict[tuple[int, int], RefSummary] = {}
+    for index, prints in bench.get("fingerprints", []):
+        refs = reference.outputs[int(index)]
+        if not isinstance(prints, list) or len(prints) != len(refs):
+            return with_verdict(common, "incorrect", "a timed call returned a different number of outputs", "bench")
+        for j, fp in enumerate(prints):
+            if (int(index), j) not in summaries:
+                summaries[int(index), j] = summarize_reference(refs[j], torch.tensor(positions[j], dtype=torch.long))
+            problem = compare_fingerprint(fp, summaries[int(index), j], reference.tolerances[j])
+            if problem:
+                return with_verdict(common, "incorrect", f"{problem} (input set {int(index) + 1}); correct answers only outside "
+                                  "timing are not accepted", "bench")
+    timing = Timing.from_dict(bench["timing"])
+    cached = content_cache_suspected(bench["timing"])
+    if cached:
+        return with_verdict(common, "rejected", f"rejected: {cached}", "bench", candidate=timing)
+    warnings = list(common.warnings)
+    if bench.get("native_threads_added"):
+        warnings.append(f"{bench['native_threads_added']} native threads appeared during the timed calls")
+    roofline = _roofline(reference, timing, cfg)
+    kernels = by_type.get("profile", {})
+    kernels = {k: v for k, v in kernels.items() if k != "type"}
+    result = with_verdict(common, "correct", comparison.reason, "done", candidate=timing, roofline=roofline,
+                   kernels=kernels, warnings=tuple(warnings))
+    fraction = roofline.get("fraction")
+    if isinstance(fraction, float) and fraction > SPEED_OF_LIGHT_SLACK:
+        return dataclasses.replace(result, status="rejected", stage="bench", reason=(
+            f"measured {timing.median_ms:.4g} ms, {fraction:.1f}x faster than this GPU's speed of light "
+            f"({roofline['floor_ms']:.4g} ms): results were cached or work was hidden from the timer"))
+    return result
+
+
+def content_cache_suspected(timing: dict[str, Any]) -> str | None:
+    """Why a bench summary looks like a content cache (repeat values much faster), or None."""
+    fresh, repeat = timing.get("first_seen_min_ms"), timing.get("repeat_median_ms")
+    if isinstance(fresh, (int, float)) and isinstance(repeat, (int, float)) and repeat * CONTENT_CACHE_RATIO < fresh:
+        return (f"calls on input values seen before ran in {repeat:.4g} ms, more than {CONTENT_CACHE_RATIO:g}x faster "
+                f"than on values seen for the first time ({fresh:.4g} ms at best): results are cached by input content")
+    return None
+
+
+def _roofline(reference: Reference, timing: Timing, cfg: EvalConfig) -> dict[str, Any]:
+    flops, nbytes = reference.loaded.get("flops"), reference.loaded.get("bytes")
+    info: dict[str, Any] = {"flops": flops, "bytes": nbytes}
+    peaks = metrics.peaks_for(str(reference.loaded.get("hardware", {}).get("gpu", ""))) if cfg.device == "cuda" else None
+    if peaks is None:
+        return info
+    dtype = str(reference.dtypes[0]).removeprefix("torch.") if reference.dtypes else "float32"
+    try:
+        peak_flops = metrics.peak_flops_for_dtype(peaks, dtype, allow_tf32=cfg.allow_tf32)
+    except ValueError:
+        peak_flops = None
+    floor = metrics.roofline_ms(flops, nbytes, peak_flops, peaks.get("bytes_per_s"))
+    if floor is not None and timing.median_ms > 0 and not math.isnan(timing.median_ms):
+        info.update(floor_ms=floor, fraction=metrics.roofline_fraction(timing.median_ms, floor))
+    return info

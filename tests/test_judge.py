@@ -1,0 +1,75 @@
+"""A Judge evaluates many candidates for one task with one reference process.
+
+It must give the same verdicts as one-shot `evaluate`, draw fresh inputs for every candidate
+(an earlier candidate must not be able to leave answers for a later one), survive its
+reference process dying between candidates, and leave no process behind when closed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from warpforge import Candidate, EvalConfig, Judge, load_task
+from warpforge.errors import TaskError
+from warpforge.evaluate import sandbox
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FAST = {"device": "cpu", "trials": 5, "warmup_ms": 5.0, "rep_ms": 20.0, "min_reps": 5, "timeout_s": 60.0}
+
+
+def candidate(name: str) -> Candidate:
+    return Candidate.from_file(FIXTURES / "candidates" / f"{name}.py")
+
+
+def test_every_candidate_gets_fresh_inputs_and_the_reference_process_is_reused(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WF_FIXTURE_XCACHE", str(tmp_path / "stash.pt"))
+    cfg = EvalConfig(**FAST, bench=False, static_checks=False)  # type: ignore[arg-type]
+    with Judge(load_task(FIXTURES / "tasks" / "matmul.py"), cfg) as judge:
+        record = judge.evaluate(candidate("cross_candidate_cache"))
+        assert record.correct, record.reason  # honest the first time: it only stores its answers
+        assert (tmp_path / "stash.pt").exists()
+        assert judge._server is not None
+        server = judge._server.proc.pid
+        replay = judge.evaluate(candidate("cross_candidate_cache"))
+        assert replay.status == "incorrect", replay.reason
+        assert "CACHE-HIT" not in replay.output_tail  # no input of the first evaluation came back
+        assert judge._server.proc.pid == server
+        assert judge.evaluate(candidate("low_precision_bf16")).status == "incorrect"
+        os.kill(server, signal.SIGKILL)  # a reference process that dies between candidates is replaced
+        honest = judge.evaluate(candidate("honest_matmul"))
+        assert honest.correct, honest.reason
+        assert judge._server.proc.pid != server
+
+
+def test_baselines_are_timed_once_and_nothing_outlives_close() -> None:
+    cfg = EvalConfig(**FAST, bench=True)  # type: ignore[arg-type]
+    judge = Judge(load_task(FIXTURES / "tasks" / "matmul.py"), cfg)
+    try:
+        first = judge.evaluate(candidate("honest_matmul"))
+        second = judge.evaluate(candidate("honest_matmul"))
+        assert first.correct and first.reference is not None, first.reason
+        assert second.correct, second.reason
+        assert second.reference == first.reference  # timed once, in the clean reference process
+        assert judge._worker is not None and judge._worker[0].proc.poll() is None  # the next one is warming up
+        children = set(sandbox._LIVE_CHILDREN)
+        assert len(children) == 2  # the reference process and the waiting candidate process
+    finally:
+        judge.close()
+    assert not sandbox._LIVE_CHILDREN & children
+    for pid in children:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def test_a_broken_task_raises_a_task_error_and_leaves_nothing() -> None:
+    cfg = EvalConfig(**FAST, bench=False)  # type: ignore[arg-type]
+    with Judge(load_task(FIXTURES / "tasks" / "bad_inputs_string.py"), cfg) as judge:
+        with pytest.raises(TaskError, match="get_inputs"):
+            judge.evaluate(candidate("honest_matmul"))
+        assert judge._worker is None
+    assert not sandbox._LIVE_CHILDREN
