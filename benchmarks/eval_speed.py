@@ -17,8 +17,16 @@ bench=True (verified and timed) and bench=False (verified only). Cells are visit
 --time-budget seconds. Targets, reported but not enforced: NVRTC and Triton verified and timed
 in under 3 s median (warm cache), warm re-evaluation under 2 s, load_inline cold reported as is.
 
+Judge cells (--judge-n evaluations each, --judge-gap-s idle seconds between them): what a search
+loop sees. One `Judge` per cell keeps the task's reference process alive and starts the next
+candidate process as soon as a verdict is in; "warm" evaluates the same source again (a
+re-evaluation), "new" a new source each time (a comment inside the kernel text makes NVRTC,
+Triton and load_inline miss their caches, as every new candidate does), "new-b2b" new sources
+back to back, with no idle time to hide the next candidate process's start-up. The first
+evaluation of a Judge carries its start-up and is left out of the cell's median.
+
 Run on the GPU machine, from the repository root:
-    python benchmarks/eval_speed.py --out DIR [--reps 3] [--time-budget 420] [--size gpu]
+    python benchmarks/eval_speed.py --out DIR [--reps 3] [--time-budget 420] [--size gpu] [--judge-n 4]
 It writes DIR/eval_speed_<YYYY-MM-DD>.json (medians, raw numbers, hardware) and prints a table last.
 """
 
@@ -42,7 +50,7 @@ except ImportError:  # a source checkout without `pip install -e .`: use src/, f
     sys.path.insert(0, _src)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_src, os.environ.get("PYTHONPATH")]))
 
-from warpforge import Candidate, EvalConfig, evaluate, load_task  # noqa: E402
+from warpforge import Candidate, EvalConfig, Judge, evaluate, load_task  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from eval_gpu import header  # noqa: E402  (same hardware/software header as eval_gpu.py)
@@ -62,6 +70,10 @@ def main() -> int:
     ap.add_argument("--no-nobench", action="store_true", help="skip the bench=False cells")
     ap.add_argument("--time-budget", type=float, default=420.0, help="start no evaluation after this many seconds")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu only to test this script")
+    ap.add_argument("--judge-n", type=int, default=4, help="evaluations per Judge cell (0 skips the Judge cells)")
+    ap.add_argument("--judge-gap-s", type=float, default=5.0,
+                    help="idle seconds between a Judge's evaluations (a proposer's thinking time)")
+    ap.add_argument("--judge-first", action="store_true", help="run the Judge cells before the one-shot cells")
     args = ap.parse_args()
 
     out_dir = Path(args.out)
@@ -76,6 +88,9 @@ def main() -> int:
     primed: dict[tuple[str, bool], str] = {}  # (path, bench) -> a cache dir a cold run filled
     temp_dirs: list[str] = []
     start, stopped = time.monotonic(), False
+    judge_raw: dict[str, list[dict]] = {}
+    if args.judge_first and args.judge_n:
+        judge_raw = judge_cells(task, paths, args, start)
     try:
         for rep in range(args.reps):
             for path, bench, cache in cells:
@@ -121,7 +136,15 @@ def main() -> int:
         for d in temp_dirs:
             shutil.rmtree(d, ignore_errors=True)
 
-    medians = {k: (statistics.median(r["seconds"] for r in v) if v else None) for k, v in raw.items()}
+    if args.judge_n and not args.judge_first:
+        judge_raw = judge_cells(task, paths, args, start)
+    raw.update(judge_raw)
+    medians = {k: (statistics.median(r["seconds"] for r in v) if v and all(r["seconds"] is not None for r in v)
+                   else None) for k, v in raw.items()}
+    # a Judge's first evaluation carries its start-up; the turnaround is the median of the rest
+    for key, runs in judge_raw.items():
+        later = [r["seconds"] for r in runs[1:] if r["seconds"] is not None]
+        medians[key] = statistics.median(later) if later else None
 
     def med(path: str, bench: str, cache: str) -> float | None:
         """The median seconds of a cell, counted only when every run of it was `correct`."""
@@ -140,6 +163,14 @@ def main() -> int:
             v = med(p, "bench", "warm")
             targets[f"{p} warm-cache re-evaluation (verified+timed): median < 2 s"] = {
                 "value": v, "met": v is not None and v < 2.0}
+    for cell, target, what in (("new", 3.0, "a new source each time (compile cache cold for it)"),
+                               ("warm", 2.0, "the same source again (warm compile cache)")):
+        keys = [f"{p}|judge|{cell}" for p in ("nvrtc", "triton") if f"{p}|judge|{cell}" in judge_raw]
+        if keys:
+            vals = [med_judge(judge_raw, k, medians) for k in keys]
+            worst = max(v for v in vals if v is not None) if vals and None not in vals else None
+            targets[f"nvrtc and triton through a Judge, {what}: median < {target:g} s"] = {
+                "value": worst, "met": worst is not None and worst < target}
     if raw.get("inline|bench|cold"):
         targets["load_inline cold build + evaluation (reported)"] = {"value": med("inline", "bench", "cold"),
                                                                       "met": None}
@@ -156,10 +187,80 @@ def main() -> int:
             statuses = sorted({r["status"] for r in c + w})
             print(f"{p:8s} {mode:8s} {fmt(med(p, mode, 'cold')):>8s} {fmt(med(p, mode, 'warm')):>8s}  "
                   f"{len(c):6d} {len(w):6d}  {','.join(statuses)}")
+    if judge_raw:
+        print(f"\n{'path':8s} {'judge cell':12s} {'median_s':>8s}  all runs (s; the first carries the start-up)")
+        for key, runs in judge_raw.items():
+            p, _, cell = key.split("|")
+            statuses = sorted({r["status"] for r in runs})
+            seconds = " ".join(fmt(r["seconds"]) for r in runs)
+            print(f"{p:8s} {cell:12s} {fmt(med_judge(judge_raw, key, medians)):>8s}  {seconds}  {','.join(statuses)}")
     for name, t in targets.items():
         verdict = "reported" if t["met"] is None else "met" if t["met"] else "MISSED (or a run failed)"
         print(f"target {name}: {fmt(t['value'])} s -> {verdict}")
     return 0
+
+
+def med_judge(judge_raw: dict[str, list[dict]], key: str, medians: dict[str, float | None]) -> float | None:
+    runs = judge_raw.get(key) or []
+    return medians.get(key) if runs and all(r["status"] == "correct" for r in runs) else None
+
+
+def fresh_source(source: str, nonce: int) -> str:
+    """The same program as a new source: a comment inside the kernel text, so NVRTC, Triton and
+    load_inline all miss their caches, as every new candidate of a search does."""
+    lines = source.splitlines()
+    for i, line in enumerate(lines):
+        if line.rstrip().endswith('= r"""'):  # a CUDA source string (NVRTC, load_inline)
+            lines.insert(i + 1, f"// nonce {nonce}")
+            break
+        if line.startswith("@triton.jit"):
+            j = next(k for k in range(i + 1, len(lines)) if lines[k].rstrip().endswith(":"))
+            lines.insert(j + 1, f"    # nonce {nonce}")
+            break
+    return "\n".join(lines) + f"\n# nonce {nonce}\n"
+
+
+def judge_cells(task, paths: list[str], args: argparse.Namespace, start: float) -> dict[str, list[dict]]:
+    """Per path: one Judge evaluating the same source --judge-n times ("warm"), one evaluating a
+    new source each time ("new"), both with --judge-gap-s idle seconds between evaluations, and
+    one with new sources back to back ("new-b2b"), where the next candidate process's start-up
+    is not hidden. Every Judge starts on a fresh compile cache."""
+    raw: dict[str, list[dict]] = {}
+    nonce = int(time.time())
+    for cell, gap in (("warm", args.judge_gap_s), ("new", args.judge_gap_s), ("new-b2b", 0.0)):
+        for path in paths:
+            if path == "inline" and cell != "warm":
+                continue  # every new load_inline source is a cold nvcc build: reported by the one-shot cells
+            if time.monotonic() - start > args.time_budget:
+                print("time budget reached: Judge cells cut short", flush=True)
+                return raw
+            cache_dir = tempfile.mkdtemp(prefix="wf-speed-judge-")
+            config = EvalConfig(device=args.device, size=args.size, bench=True, cache_dir=cache_dir, timeout_s=300)
+            source = (HERE / "gpu_candidates" / PATHS[path]).read_text()
+            key = f"{path}|judge|{cell}"
+            runs = raw.setdefault(key, [])
+            try:
+                with Judge(task, config) as judge:
+                    for i in range(args.judge_n):
+                        nonce += 1
+                        candidate = Candidate(fresh_source(source, nonce) if cell != "warm" else source)
+                        if i and gap:
+                            time.sleep(gap)
+                        t0 = time.perf_counter()
+                        result = judge.evaluate(candidate)
+                        wall = time.perf_counter() - t0
+                        runs.append({"seconds": round(wall, 3), "status": result.status,
+                                     "stage_seconds": result.stage_seconds, "gap_s": gap if i else 0.0,
+                                     "candidate_ms": result.candidate.median_ms if result.candidate else None,
+                                     "reason": result.reason[:300]})
+                        print(f"judge {key:24s} #{i + 1} {wall:7.2f} s  {result.status}"
+                              f"{'' if result.correct else ' | ' + result.reason[:150]}", flush=True)
+            except Exception as exc:  # a harness error: record it, keep measuring the other cells
+                runs.append({"seconds": None, "status": "harness_error", "reason": f"{type(exc).__name__}: {exc}"[:300]})
+                print(f"judge {key} harness_error | {exc}", flush=True)
+            finally:
+                shutil.rmtree(cache_dir, ignore_errors=True)
+    return raw
 
 
 def fmt(v: float | None) -> str:
