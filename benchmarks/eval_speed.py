@@ -38,6 +38,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -74,6 +75,8 @@ def main() -> int:
     ap.add_argument("--judge-gap-s", type=float, default=5.0,
                     help="idle seconds between a Judge's evaluations (a proposer's thinking time)")
     ap.add_argument("--judge-first", action="store_true", help="run the Judge cells before the one-shot cells")
+    ap.add_argument("--startup-n", type=int, default=3,
+                    help="fresh processes timing a candidate process's start-up steps (0 skips)")
     args = ap.parse_args()
 
     out_dir = Path(args.out)
@@ -89,6 +92,9 @@ def main() -> int:
     temp_dirs: list[str] = []
     start, stopped = time.monotonic(), False
     judge_raw: dict[str, list[dict]] = {}
+    startup = [startup_steps(args.device) for _ in range(args.startup_n)]
+    for run in startup:
+        print("start-up steps of a candidate process (s): " + " ".join(f"{k}={v}" for k, v in run.items()), flush=True)
     if args.judge_first and args.judge_n:
         judge_raw = judge_cells(task, paths, args, start)
     try:
@@ -177,7 +183,7 @@ def main() -> int:
     info["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
     info["total_seconds"] = round(time.monotonic() - start, 1)
     out_path.write_text(json.dumps({"header": info, "task": task.name, "size": args.size, "reps": args.reps,
-                                    "medians_s": medians, "targets": targets, "raw": raw,
+                                    "medians_s": medians, "targets": targets, "raw": raw, "startup_steps_s": startup,
                                     "stopped_by_time_budget": stopped}, indent=1, default=str))
     print(f"\nwrote {out_path}")
     print(f"{'path':8s} {'mode':8s} {'cold_s':>8s} {'warm_s':>8s}  n_cold n_warm  status  (medians of correct runs)")
@@ -253,7 +259,8 @@ def judge_cells(task, paths: list[str], args: argparse.Namespace, start: float) 
                                      "stage_seconds": result.stage_seconds, "gap_s": gap if i else 0.0,
                                      "candidate_ms": result.candidate.median_ms if result.candidate else None,
                                      "reason": result.reason[:300]})
-                        print(f"judge {key:24s} #{i + 1} {wall:7.2f} s  {result.status}"
+                        stages = " ".join(f"{k}={v:.2f}" for k, v in result.stage_seconds.items())
+                        print(f"judge {key:24s} #{i + 1} {wall:7.2f} s  {result.status}  [{stages}]"
                               f"{'' if result.correct else ' | ' + result.reason[:150]}", flush=True)
             except Exception as exc:  # a harness error: record it, keep measuring the other cells
                 runs.append({"seconds": None, "status": "harness_error", "reason": f"{type(exc).__name__}: {exc}"[:300]})
@@ -261,6 +268,49 @@ def judge_cells(task, paths: list[str], args: argparse.Namespace, start: float) 
             finally:
                 shutil.rmtree(cache_dir, ignore_errors=True)
     return raw
+
+
+STARTUP_STEPS = r"""
+import json, sys, time
+t = {}; t0 = time.perf_counter()
+import torch
+t["import_torch"] = time.perf_counter() - t0
+if sys.argv[1] == "cuda":
+    t0 = time.perf_counter(); x = torch.ones(1024, device="cuda"); (x + 1).sum().item(); torch.cuda.synchronize()
+    t["cuda_context"] = time.perf_counter() - t0
+    from torch.profiler import ProfilerActivity, profile
+    t0 = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CUDA]):
+        (x + 1).sum().item()
+    t["first_cuda_profile"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CUDA]):
+        (x + 1).sum().item()
+    t["second_cuda_profile"] = time.perf_counter() - t0
+t0 = time.perf_counter()
+try:
+    import triton
+except ImportError:
+    pass
+t["import_triton"] = time.perf_counter() - t0
+t0 = time.perf_counter()
+try:
+    import cupy
+except ImportError:
+    pass
+t["import_cupy"] = time.perf_counter() - t0
+print(json.dumps({k: round(v, 3) for k, v in t.items()}))
+"""
+
+
+def startup_steps(device: str) -> dict[str, float]:
+    """Seconds of each step a candidate process takes before it can run a candidate (worker.py's
+    warm-up, step by step), in a fresh Python process; plus that process's whole lifetime."""
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", STARTUP_STEPS, device], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **({"CUDA_VISIBLE_DEVICES": ""} if device == "cpu" else {})})
+    steps = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {"error": done.stderr[-300:]}
+    return {**steps, "process_total": round(time.perf_counter() - t0, 3)}
 
 
 def fmt(v: float | None) -> str:

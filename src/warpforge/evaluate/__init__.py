@@ -29,9 +29,9 @@ from warpforge.evaluate import compile as compile_mod
 from warpforge.evaluate.inputs import fingerprint_positions
 from warpforge.evaluate.sandbox import Child
 from warpforge.evaluate.static import check_source
-from warpforge.evaluate.verdict import (CONTENT_CACHE_RATIO, SPEED_OF_LIGHT_SLACK, Reference, compare_trials,
+from warpforge.evaluate.verdict import (CONTENT_CACHE_RATIO, SPEED_OF_LIGHT_SLACK, Reference, comparison_from,
                                         content_cache_suspected, decide, with_verdict)
-from warpforge.evaluate.verify import tolerance_for
+from warpforge.evaluate.verify import Comparison, tolerance_for
 from warpforge.task import Task
 
 __all__ = ["CONTENT_CACHE_RATIO", "SPEED_OF_LIGHT_SLACK", "Judge", "content_cache_suspected", "evaluate"]
@@ -140,9 +140,9 @@ class Judge:
         cfg = self.cfg
         base = dataclasses.replace(base, hardware=reference.loaded.get("hardware", {}),
                                    tolerance=reference.tolerances[0].to_dict() if reference.tolerances else {})
-        numels = [int(o.numel()) for o in reference.outputs[0]]
-        positions = [fingerprint_positions(n, FINGERPRINT_POSITIONS, secrets.randbits(31)).tolist() for n in numels]
-        out_bytes = sum(o.numel() * d.itemsize for o, d in zip(reference.outputs[0], reference.dtypes))
+        positions = [fingerprint_positions(n, FINGERPRINT_POSITIONS, secrets.randbits(31)).tolist()
+                     for n in reference.numels]
+        out_bytes = sum(n * d.itemsize for n, d in zip(reference.numels, reference.dtypes))
         candidate_path = workdir / "candidate.py"
         candidate_path.write_text(candidate.source)
         spec = {
@@ -160,12 +160,26 @@ class Judge:
         def on_message(message: dict[str, Any]) -> str | None:
             if message["type"] != "verified" or "comparison" in verdict:
                 return None
-            verdict["comparison"] = compare_trials(message, reference, cfg.device or "cpu")
+            # the files this harness told it to write, whatever paths the message names
+            files = [str(workdir / f"out_{i}.pt") for i in range(reference.verify_sets)]
+            verdict["comparison"], verdict["summaries"] = self._compare(files, reference, positions)
             return "bench" if verdict["comparison"].ok and cfg.bench else "stop"
 
         worker.send(str(spec_path))
+        verdict["sent"] = time.monotonic()
         outcome = worker.wait(timeout_s=cfg.timeout_s, mem_limit_mb=cfg.mem_limit_gb * 1024, on_message=on_message)
-        return decide(outcome, verdict, reference, positions, cfg, base)
+        return decide(outcome, verdict, reference, cfg, base)
+
+    def _compare(self, files: list[str], reference: Reference, positions: list[list[int]]) -> tuple[Comparison, Any]:
+        """The reference process compares the candidate's outputs with the references it holds."""
+        request = {"op": "compare", "files": files, "positions": positions,
+                   "tolerances": [t.to_dict() for t in reference.tolerances]}
+        try:
+            assert self._server is not None
+            self._server.send(json.dumps(request))
+            return comparison_from(self._server_round("compared")[-1])
+        except HarnessError as exc:  # the candidate's files are the only new thing it was given
+            return Comparison(False, f"the reference process failed while reading the candidate's outputs: {exc}"), {}
 
     # -- the reference process ---------------------------------------------------------------
 
@@ -206,15 +220,16 @@ class Judge:
         raise error(f"the reference process for {self.task.name} {why}: {detail or 'no output'}")
 
     def _draw(self, workdir: Path, worker: Child) -> Reference:
-        """Fresh inputs (into the candidate's folder) and their reference outputs (into ours)."""
+        """Fresh inputs (into the candidate's folder) and their reference outputs (kept by the
+        reference process, which compares the candidate's outputs with them)."""
         cfg = self.cfg
         started = time.monotonic()
-        reference_path = self._tmp / "reference.pt"
         time_baselines = bool(cfg.bench) and self._baselines is None
+        seeds = [secrets.randbits(31) for _ in range(cfg.trials + (cfg.unseen_bench_sets if cfg.bench else 0))]
         request = {
-            "inputs_path": str(workdir / "inputs.pt"), "reference_path": str(reference_path),
+            "op": "draw", "inputs_path": str(workdir / "inputs.pt"),
             # the trials, then input sets used only by timed calls (never seen during verification)
-            "trial_seeds": [secrets.randbits(31) for _ in range(cfg.trials + (cfg.unseen_bench_sets if cfg.bench else 0))],
+            "trial_seeds": seeds,
             "time_baselines": time_baselines,
         }
 
@@ -229,8 +244,7 @@ class Judge:
         assert self._server is not None
         self._server.send(json.dumps(request))
         messages = self._server_round("drawn", on_message)
-        data = torch.load(reference_path, weights_only=True)
-        reference_path.unlink()  # the candidate must never find the reference outputs on disk
+        data = next(m for m in messages if m["type"] == "reference")
         if time_baselines:
             self._record_baselines(messages)
         dtypes = [getattr(torch, d.removeprefix("torch.")) for d in data["dtypes"]]
@@ -239,8 +253,9 @@ class Judge:
         # the first draw carries the reference process's start-up (and the baselines)
         seconds = time.monotonic() - (started if self._draws else self._server_started)
         self._draws += 1
-        return Reference(data["outputs"], dtypes, tolerances, self._loaded, dict(self._baselines or {}),
-                         list(self._baseline_notes), seconds, cfg.trials)
+        return Reference([int(n) for n in data["numels"]], len(seeds), dtypes, tolerances,
+                         self._loaded, dict(self._baselines or {}), [*self._baseline_notes, *data.get("notes", [])], seconds,
+                         cfg.trials)
 
     def _record_baselines(self, messages: list[dict[str, Any]]) -> None:
         baselines = {m["name"]: Timing.from_dict(m["timing"]) for m in messages if m["type"] == "baseline"}

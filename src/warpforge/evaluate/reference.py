@@ -4,10 +4,12 @@ It draws the trial inputs (fresh seeds from the parent, varied distributions), c
 reference outputs in float64 where the ops allow it, measures how far the task's own
 native-dtype program is from that (to calibrate tolerances), and times the eager and
 torch.compile baselines in this clean process. Inputs go to a file the candidate will read;
-reference outputs go to a file that the parent loads and deletes before any candidate runs.
-Run as `python -m warpforge.evaluate.reference SPEC.json`; it loads the task once and then
-serves one draw (fresh seeds) per line on stdin, so a judge that evaluates many candidates
-pays the start-up once (see `Judge`).
+the reference outputs never leave this process: it compares the candidate's outputs with them
+when the parent asks (with the parent's tolerances) and sends back only the errors and the
+summaries that timed calls are checked against. Run as
+`python -m warpforge.evaluate.reference SPEC.json`; it loads the task once and then serves
+requests, one line of JSON on stdin each: a draw (fresh seeds) per candidate, then that
+candidate's comparison; a judge that evaluates many candidates pays the start-up once.
 """
 
 from __future__ import annotations
@@ -26,19 +28,20 @@ import torch
 
 from warpforge.errors import TaskError
 from warpforge.evaluate import bench, hardware
-from warpforge.evaluate.inputs import DEFAULT_DISTS, apply_distribution, split_outputs
+from warpforge.evaluate.inputs import DEFAULT_DISTS, apply_distribution, fast_serialization, split_outputs
 from warpforge.evaluate import debug
 from warpforge.evaluate.sandbox import Channel
-from warpforge.evaluate.verify import error_stats
+from warpforge.evaluate.verify import Comparison, Tolerance, compare, error_stats, summarize_reference
 from warpforge.task import eval_metadata_expr, import_task_module, load_task
 
 SCALARS = (int, float, bool)
 
 
 def main(spec_path: str) -> None:
-    """Load the task once, then serve draws: one line of JSON on stdin per draw, EOF to quit."""
+    """Load the task once, then serve requests: one line of JSON on stdin each, EOF to quit."""
     channel = Channel()
     debug.dump_stacks_if_asked()
+    fast_serialization()
     spec = json.loads(Path(spec_path).read_text())
     Path(spec_path).unlink()
     device = spec["device"]
@@ -63,49 +66,96 @@ def main(spec_path: str) -> None:
     hw = hardware.fingerprint(device)
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     channel.send("loaded", flops=flops, bytes=nbytes, hardware=hw)
+    held: list[list[torch.Tensor]] = []  # the current draw's reference outputs, one list per input set
+    dtypes: list[torch.dtype] = []
     while True:
         line = sys.stdin.readline().strip()
         if not line:
             return
-        if not _draw(channel, module, task.metadata, model, init_inputs, state, json.loads(line), spec, hw):
+        request = json.loads(line)
+        if request.get("op") == "compare":
+            channel.send("compared", **_compare(request, held, dtypes))
+            continue
+        held.clear()  # a new draw: the last candidate's references go first
+        if device == "cuda":
+            torch.cuda.empty_cache()
+        drawn = _draw(channel, module, task.metadata, model, init_inputs, state, request, spec, hw)
+        if drawn is None:
             return
+        held.extend(drawn[0])
+        dtypes = drawn[1]
 
 
 def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.nn.Module, init_inputs: list[Any],
-          state: dict[str, torch.Tensor], request: dict[str, Any], spec: dict[str, Any], hw: dict[str, Any]) -> bool:
+          state: dict[str, torch.Tensor], request: dict[str, Any], spec: dict[str, Any],
+          hw: dict[str, Any]) -> tuple[list[list[torch.Tensor]], list[torch.dtype]] | None:
     """One draw: fresh inputs from the request's seeds, their float64 outputs, the baselines if
-    asked. Inputs go to the candidate's folder; outputs to a file the parent loads and deletes."""
+    asked. Inputs go to the candidate's folder; the outputs (returned) stay in this process."""
     device = spec["device"]
     try:
         trials = _draw_trials(module, metadata, request["trial_seeds"], device)
     except TaskError as exc:
         channel.send("task_error", message=str(exc))
-        return False
+        return None
     except Exception as exc:
         channel.send("task_error", message=f"the task's get_inputs() failed: {type(exc).__name__}: {exc}")
-        return False
+        return None
     try:
         outputs64, native_dtypes, native_errors, notes = _reference_outputs(model, trials, device)
     except Exception as exc:
         channel.send("task_error", message=f"the task's own forward() failed: {type(exc).__name__}: {exc}",
                      trace=traceback.format_exc()[-2000:])
-        return False
+        return None
     cpu_trials = [[x.cpu() if isinstance(x, torch.Tensor) else x for x in t] for t in trials]
     torch.save({"init_inputs": init_inputs, "trials": cpu_trials, "state_dict": state}, request["inputs_path"])
     del cpu_trials
-    channel.send("reference", dtypes=[str(d) for d in native_dtypes], native_errors=native_errors, notes=notes)
+    channel.send("reference", dtypes=[str(d) for d in native_dtypes], native_errors=native_errors, notes=notes,
+                 numels=[int(o.numel()) for o in outputs64[0]])
     if request.get("time_baselines") and sys.stdin.readline().strip() == "time":  # the machine is quiet now
         _time_baselines(channel, model, trials, device, spec, hw)
     del trials
-    # written last, so it lies on disk only between now and the parent's loading (and deleting) it;
-    # then dropped here too: this process stays alive while the candidate runs
-    torch.save({"outputs": outputs64, "dtypes": [str(d) for d in native_dtypes], "native_errors": native_errors},
-               Path(request["reference_path"]))
-    del outputs64
-    if device == "cuda":
-        torch.cuda.empty_cache()
     channel.send("drawn")
-    return True
+    return outputs64, native_dtypes
+
+
+def _compare(request: dict[str, Any], held: list[list[torch.Tensor]], dtypes: list[torch.dtype]) -> dict[str, Any]:
+    """Compare the candidate's verification outputs (files it wrote, read with weights_only) with
+    the held references; when all match, also send every input set's reference summaries (values
+    at the parent's fingerprint positions, norm, scale) for checking the timed calls."""
+    tolerances = [Tolerance(float(t["rel_l2"]), float(t["max_rel"]), bool(t["exact"])) for t in request["tolerances"]]
+    files = request["files"]
+    worst_abs, worst_l2 = 0.0, 0.0
+
+    def verdict(result: Comparison, **extra: Any) -> dict[str, Any]:
+        return {"ok": result.ok, "reason": result.reason, "max_abs_err": max(worst_abs, result.max_abs_err),
+                "rel_l2_err": max(worst_l2, result.rel_l2_err), **extra}
+
+    for i, (path, refs) in enumerate(zip(files, held)):
+        try:
+            outs = torch.load(path, weights_only=True, mmap=True)
+        except Exception as exc:
+            return verdict(Comparison(False, f"trial {i + 1}: the outputs could not be read back ({type(exc).__name__})"))
+        if not isinstance(outs, list) or len(outs) != len(refs):
+            n = len(outs) if isinstance(outs, list) else 1
+            return verdict(Comparison(False, f"forward() returned {n} outputs, the reference returns {len(refs)}"))
+        for j, (out, ref) in enumerate(zip(outs, refs)):
+            label = "the output" if len(refs) == 1 else f"output {j}"
+            if isinstance(out, torch.Tensor):
+                out = out.to(ref.device)
+            result = compare(out, ref, dtypes[j], tolerances[j], label)
+            worst_abs, worst_l2 = max(worst_abs, result.max_abs_err), max(worst_l2, result.rel_l2_err)
+            if not result.ok:
+                return verdict(Comparison(False, f"trial {i + 1} of {len(files)}: {result.reason}"))
+        del outs
+    positions = [torch.tensor(p, dtype=torch.long) for p in request["positions"]]
+    summaries = []
+    for refs in held:
+        row = []
+        for ref, pos in zip(refs, positions):
+            s = summarize_reference(ref, pos)
+            row.append({"values": s.values.tolist(), "norm": s.norm, "scale": s.scale})
+        summaries.append(row)
+    return verdict(Comparison(True, f"matches the reference in all {len(files)} trials"), summaries=summaries)
 
 
 def _init_inputs(module: Any) -> list[Any]:
@@ -144,7 +194,8 @@ def _to(x: Any, device: str, double: bool = False) -> Any:
 
 
 def _reference_outputs(model: torch.nn.Module, trials: list[list[Any]], device: str):
-    """float64 outputs (CPU), the native dtypes, and the native program's (rel_l2, max_rel) errors."""
+    """float64 outputs, the native dtypes, and the native program's (rel_l2, max_rel) errors. The
+    outputs stay on the GPU unless they would take more than a quarter of its memory."""
     model64 = copy.deepcopy(model).double()
     outputs64, native_errors, notes = [], [], []
     dtypes: list[torch.dtype] = []
@@ -162,7 +213,10 @@ def _reference_outputs(model: torch.nn.Module, trials: list[list[Any]], device: 
             dtypes = [o.dtype for o in native]
             native_errors.append([list(error_stats(n, e)[1:]) if n.is_floating_point() else [0.0, 0.0]
                                   for n, e in zip(native, exact)])
-            outputs64.append([e.detach().to("cpu", torch.float64 if e.is_floating_point() else e.dtype) for e in exact])
+            outputs64.append([e.detach().to(torch.float64 if e.is_floating_point() else e.dtype) for e in exact])
+    total = sum(o.numel() * o.element_size() for outs in outputs64 for o in outs)
+    if device == "cuda" and total > torch.cuda.get_device_properties(0).total_memory // 4:
+        outputs64 = [[o.cpu() for o in outs] for outs in outputs64]
     return outputs64, dtypes, native_errors, sorted(set(notes))
 
 

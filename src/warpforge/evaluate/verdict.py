@@ -18,7 +18,7 @@ from warpforge.candidate import EvalResult, Stage, Status, Timing
 from warpforge.config import EvalConfig
 from warpforge.evaluate import compile as compile_mod
 from warpforge.evaluate.sandbox import ChildOutcome
-from warpforge.evaluate.verify import Comparison, RefSummary, Tolerance, compare, compare_fingerprint, summarize_reference
+from warpforge.evaluate.verify import Comparison, RefSummary, Tolerance, compare_fingerprint
 
 SPEED_OF_LIGHT_SLACK = 1.5  # a result this many times faster than the datasheet roofline is impossible
 # repeat calls (values seen before, new addresses) this many times faster than first-seen values
@@ -28,8 +28,12 @@ CONTENT_CACHE_RATIO = 3.0
 
 @dataclasses.dataclass
 class Reference:
-    """One draw of the reference process: float64 outputs per trial and what goes with them."""
-    outputs: list[list[torch.Tensor]]
+    """One draw of the reference process (which keeps the float64 outputs): what the parent
+    needs to know about them."""
+    numels: list[int]
+    """Elements of each output."""
+    sets: int
+    """Input sets drawn: the verification trials, then those only timed calls see."""
     dtypes: list[torch.dtype]
     tolerances: list[Tolerance]
     loaded: dict[str, Any]
@@ -45,38 +49,26 @@ def with_verdict(result: EvalResult, status: Status, reason: str, stage: str, **
     return dataclasses.replace(result, status=status, reason=reason, stage=cast(Stage, stage), **changes)
 
 
-def compare_trials(message: dict[str, Any], reference: Reference, device: str) -> Comparison:
-    """Compare every trial's outputs with the reference (on the GPU when there is one: GPU-sized
-    outputs take seconds to compare in float64 on the CPU). The candidate process is idle meanwhile."""
-    worst_abs, worst_l2 = 0.0, 0.0
-    files = message.get("files")
-    if not isinstance(files, list) or len(files) != reference.verify_sets:
-        return Comparison(False, "the candidate process reported the wrong number of trial outputs")
-    for i, (path, refs) in enumerate(zip(files, reference.outputs)):
-        try:
-            outs = torch.load(path, weights_only=True)
-        except Exception as exc:
-            return Comparison(False, f"trial {i + 1}: the outputs could not be read back ({type(exc).__name__})")
-        if not isinstance(outs, list) or len(outs) != len(refs):
-            n = len(outs) if isinstance(outs, list) else 1
-            return Comparison(False, f"forward() returned {n} outputs, the reference returns {len(refs)}")
-        for j, (out, ref) in enumerate(zip(outs, refs)):
-            label = "the output" if len(refs) == 1 else f"output {j}"
-            if isinstance(out, torch.Tensor):
-                out, ref = out.to(device), ref.to(device)
-            result = compare(out, ref, reference.dtypes[j], reference.tolerances[j], label)
-            worst_abs, worst_l2 = max(worst_abs, result.max_abs_err), max(worst_l2, result.rel_l2_err)
-            if not result.ok:
-                return Comparison(False, f"trial {i + 1} of {len(files)}: {result.reason}", worst_abs, worst_l2)
-    return Comparison(True, f"matches the reference in all {len(files)} trials", worst_abs, worst_l2)
+def comparison_from(reply: dict[str, Any]) -> tuple[Comparison, dict[tuple[int, int], RefSummary]]:
+    """The reference process's "compared" message as a Comparison and, keyed by (input set,
+    output), the reference summaries that timed calls are checked against."""
+    comparison = Comparison(bool(reply["ok"]), str(reply["reason"]), float(reply["max_abs_err"]),
+                            float(reply["rel_l2_err"]))
+    summaries = {(i, j): RefSummary(torch.tensor(s["values"], dtype=torch.float64), float(s["norm"]), float(s["scale"]))
+                 for i, row in enumerate(reply.get("summaries") or []) for j, s in enumerate(row)}
+    return comparison, summaries
 
 
-def _stage_seconds(outcome: ChildOutcome) -> dict[str, float]:
-    """Seconds from each stage's start to the next message that starts another stage or ends."""
+def _stage_seconds(outcome: ChildOutcome, sent: float | None) -> dict[str, float]:
+    """Seconds from each stage's start to the next message that starts another stage or ends;
+    "waiting": from handing the candidate over (`sent`) until its process started on it (the
+    rest of its start-up, when it was not yet idle)."""
     marks = [(m["name"], m["_received"]) for m in outcome.messages
              if m["type"] == "stage" and isinstance(m.get("name"), str) and "_received" in m]
     ends = [m["_received"] for m in outcome.messages if m["type"] in ("done", "rejected", "runtime_error")]
     result: dict[str, float] = {}
+    if sent is not None and marks:
+        result["waiting"] = round(max(marks[0][1] - sent, 0.0), 3)
     for i, (name, start) in enumerate(marks):
         end = marks[i + 1][1] if i + 1 < len(marks) else (ends[-1] if ends else start)
         result[name] = round(end - start, 3)
@@ -89,8 +81,8 @@ def _stage_of(outcome: ChildOutcome) -> str:
     return stages[-1] if stages else "compile"
 
 
-def decide(outcome: ChildOutcome, verdict: dict[str, Any], reference: Reference, positions: list[list[int]],
-            cfg: EvalConfig, base: EvalResult) -> EvalResult:
+def decide(outcome: ChildOutcome, verdict: dict[str, Any], reference: Reference, cfg: EvalConfig,
+           base: EvalResult) -> EvalResult:
     by_type: dict[str, dict[str, Any]] = {}
     for m in outcome.messages:
         by_type.setdefault(m["type"], m)
@@ -99,7 +91,7 @@ def decide(outcome: ChildOutcome, verdict: dict[str, Any], reference: Reference,
     common = dataclasses.replace(
         base, output_tail=tail, trials=reference.verify_sets, warnings=tuple(reference.baseline_notes),
         reference=reference.baselines.get("eager"), compiled_reference=reference.baselines.get("torch_compile"),
-        stage_seconds={"reference": round(reference.seconds, 3), **_stage_seconds(outcome)})
+        stage_seconds={"reference": round(reference.seconds, 3), **_stage_seconds(outcome, verdict.get("sent"))})
     comparison: Comparison | None = verdict.get("comparison")
     if comparison is not None:
         common = dataclasses.replace(common, max_abs_err=comparison.max_abs_err, rel_l2_err=comparison.rel_l2_err)
@@ -129,23 +121,23 @@ def decide(outcome: ChildOutcome, verdict: dict[str, Any], reference: Reference,
                           "finished (anything it printed is ignored)", stage)
     if not cfg.bench:
         return with_verdict(common, "correct", comparison.reason + " (not timed)", "verify")
-    return _decide_bench(by_type, reference, positions, cfg, common, comparison)
+    return _decide_bench(by_type, reference, cfg, common, comparison, verdict.get("summaries", {}))
 
 
-def _decide_bench(by_type: dict[str, dict[str, Any]], reference: Reference, positions: list[list[int]],
-                  cfg: EvalConfig, common: EvalResult, comparison: Comparison) -> EvalResult:
+def _decide_bench(by_type: dict[str, dict[str, Any]], reference: Reference, cfg: EvalConfig, common: EvalResult,
+                  comparison: Comparison, summaries: dict[tuple[int, int], RefSummary]) -> EvalResult:
     bench = by_type.get("bench")
     if bench is None:
         return with_verdict(common, "crashed", "the candidate process finished without timing results", "bench")
-    summaries: dict[tuple[int, int], RefSummary] = {}
     for index, prints in bench.get("fingerprints", []):
-        refs = reference.outputs[int(index)]
-        if not isinstance(prints, list) or len(prints) != len(refs):
+        if not isinstance(prints, list) or len(prints) != len(reference.dtypes):
             return with_verdict(common, "incorrect", "a timed call returned a different number of outputs", "bench")
         for j, fp in enumerate(prints):
-            if (int(index), j) not in summaries:
-                summaries[int(index), j] = summarize_reference(refs[j], torch.tensor(positions[j], dtype=torch.long))
-            problem = compare_fingerprint(fp, summaries[int(index), j], reference.tolerances[j])
+            summary = summaries.get((int(index), j))
+            if summary is None:
+                return with_verdict(common, "incorrect", f"a timed call reported input set {index}, which was never drawn",
+                                    "bench")
+            problem = compare_fingerprint(fp, summary, reference.tolerances[j])
             if problem:
                 return with_verdict(common, "incorrect", f"{problem} (input set {int(index) + 1}); correct answers only outside "
                                   "timing are not accepted", "bench")

@@ -26,7 +26,7 @@ import torch
 
 from warpforge.evaluate import bench, debug, inputs as inputs_mod, sandbox
 from warpforge.evaluate.guard import Guard
-from warpforge.evaluate.inputs import fingerprint, split_outputs
+from warpforge.evaluate.inputs import fast_serialization, fingerprint, split_outputs
 
 _Tensor = torch.Tensor
 _type = type
@@ -46,6 +46,7 @@ class Rejected(Exception):
 def main() -> None:
     channel = sandbox.Channel()
     debug.dump_stacks_if_asked()
+    fast_serialization()
     # started before the reference finishes, so torch is imported by the time the spec arrives;
     # "ready" tells the parent this process has gone idle and the baselines may be timed
     _warm_up()
@@ -67,7 +68,7 @@ def main() -> None:
     except BaseException as exc:  # SystemExit and KeyboardInterrupt from candidate code are failures too
         channel.send("compile_error", message=f"{_type(exc).__name__}: {exc}", trace=traceback.format_exc()[-6000:])
         return
-    data = torch.load(spec["inputs_path"], weights_only=True)
+    data = torch.load(spec["inputs_path"], weights_only=True, mmap=True)  # tmpfs pages, not a copy
     try:
         problem = check() or _new_threads(threads_before)
         if problem:
