@@ -18,12 +18,14 @@ bench=True (verified and timed) and bench=False (verified only). Cells are visit
 in under 3 s median (warm cache), warm re-evaluation under 2 s, load_inline cold reported as is.
 
 Judge cells (--judge-n evaluations each, --judge-gap-s idle seconds between them): what a search
-loop sees. One `Judge` per cell keeps the task's reference process alive and starts the next
-candidate process as soon as a verdict is in; "warm" evaluates the same source again (a
+loop sees. One `Judge` per cell keeps the task's reference process alive and keeps --spares
+candidate processes started ahead (paused while anything is timed); "warm" evaluates the same source again (a
 re-evaluation), "new" a new source each time (a comment inside the kernel text makes NVRTC,
 Triton and load_inline miss their caches, as every new candidate does), "new-b2b" new sources
-back to back, with no idle time to hide the next candidate process's start-up. The first
-evaluation of a Judge carries its start-up and is left out of the cell's median.
+back to back, with no idle time to hide the candidate processes' start-up. The first
+evaluation of a Judge carries its start-up and is left out of the cell's median; Judge cells
+time no torch.compile baseline (it would only lengthen that first evaluation). --reps 0 runs
+the Judge cells alone.
 
 Run on the GPU machine, from the repository root:
     python benchmarks/eval_speed.py --out DIR [--reps 3] [--time-budget 420] [--size gpu] [--judge-n 4]
@@ -74,6 +76,8 @@ def main() -> int:
     ap.add_argument("--judge-n", type=int, default=4, help="evaluations per Judge cell (0 skips the Judge cells)")
     ap.add_argument("--judge-gap-s", type=float, default=5.0,
                     help="idle seconds between a Judge's evaluations (a proposer's thinking time)")
+    ap.add_argument("--spares", type=int, default=None,
+                    help="EvalConfig.spare_workers of the Judge cells (default: the config's, 3 on CUDA)")
     ap.add_argument("--judge-first", action="store_true", help="run the Judge cells before the one-shot cells")
     ap.add_argument("--startup-n", type=int, default=3,
                     help="fresh processes timing a candidate process's start-up steps (0 skips)")
@@ -241,7 +245,9 @@ def judge_cells(task, paths: list[str], args: argparse.Namespace, start: float) 
                 print("time budget reached: Judge cells cut short", flush=True)
                 return raw
             cache_dir = tempfile.mkdtemp(prefix="wf-speed-judge-")
-            config = EvalConfig(device=args.device, size=args.size, bench=True, cache_dir=cache_dir, timeout_s=300)
+            # no torch.compile baseline: it would add 5-60 s to the first evaluation, which is left out anyway
+            config = EvalConfig(device=args.device, size=args.size, bench=True, cache_dir=cache_dir, timeout_s=300,
+                                spare_workers=args.spares, compile_baseline=False)
             source = (HERE / "gpu_candidates" / PATHS[path]).read_text()
             key = f"{path}|judge|{cell}"
             runs = raw.setdefault(key, [])
@@ -278,11 +284,17 @@ t["import_torch"] = time.perf_counter() - t0
 if sys.argv[1] == "cuda":
     t0 = time.perf_counter(); x = torch.ones(1024, device="cuda"); (x + 1).sum().item(); torch.cuda.synchronize()
     t["cuda_context"] = time.perf_counter() - t0
-    from torch.profiler import ProfilerActivity, profile
     t0 = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CUDA]):
-        (x + 1).sum().item()
-    t["first_cuda_profile"] = time.perf_counter() - t0
+    from torch.profiler import ProfilerActivity, profile
+    t["import_profiler"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    p = profile(activities=[ProfilerActivity.CUDA])
+    p.__enter__()
+    t["first_cuda_profile_start"] = time.perf_counter() - t0
+    (x + 1).sum().item()
+    t0 = time.perf_counter()
+    p.__exit__(None, None, None)
+    t["first_cuda_profile_stop"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     with profile(activities=[ProfilerActivity.CUDA]):
         (x + 1).sum().item()

@@ -47,17 +47,20 @@ def test_every_candidate_gets_fresh_inputs_and_the_reference_process_is_reused(t
 
 
 def test_baselines_are_timed_once_and_nothing_outlives_close() -> None:
-    cfg = EvalConfig(**FAST, bench=True)  # type: ignore[arg-type]
+    cfg = EvalConfig(**FAST, bench=True, spare_workers=2)  # type: ignore[arg-type]
     judge = Judge(load_task(FIXTURES / "tasks" / "matmul.py"), cfg)
     try:
         first = judge.evaluate(candidate("honest_matmul"))
+        assert len(judge._workers) == 2 and all(w.proc.poll() is None for w, _ in judge._workers)  # spares ready
+        judge._workers[-1][0].kill()  # a spare that dies while waiting is replaced, not used
         second = judge.evaluate(candidate("honest_matmul"))
         assert first.correct and first.reference is not None, first.reason
         assert second.correct, second.reason
         assert second.reference == first.reference  # timed once, in the clean reference process
-        assert judge._worker is not None and judge._worker[0].proc.poll() is None  # the next one is warming up
+        assert len(judge._workers) == 2 and all(w.proc.poll() is None for w, _ in judge._workers)
+        assert all(sandbox._state(w.proc.pid) != "T" for w, _ in judge._workers)  # resumed after the timing
         children = set(sandbox._LIVE_CHILDREN)
-        assert len(children) == 2  # the reference process and the waiting candidate process
+        assert len(children) == 3  # the reference process and the two spare candidate processes
     finally:
         judge.close()
     assert not sandbox._LIVE_CHILDREN & children
@@ -71,5 +74,5 @@ def test_a_broken_task_raises_a_task_error_and_leaves_nothing() -> None:
     with Judge(load_task(FIXTURES / "tasks" / "bad_inputs_string.py"), cfg) as judge:
         with pytest.raises(TaskError, match="get_inputs"):
             judge.evaluate(candidate("honest_matmul"))
-        assert judge._worker is None
+        assert not judge._workers
     assert not sandbox._LIVE_CHILDREN

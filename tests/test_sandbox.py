@@ -65,3 +65,33 @@ def test_messages_and_garbage_on_the_channel(tmp_path):
     outcome = run_child(mod, [], timeout_s=60, mem_limit_mb=4096, output_limit_bytes=8192, env=env_for(tmp_path))
     assert [m["type"] for m in outcome.messages] == ["hello"]  # printing JSON to stdout is not a message
     assert outcome.returncode == 0 and sys.executable
+
+
+def test_a_paused_child_does_nothing_until_resumed(tmp_path):
+    from warpforge.evaluate.sandbox import Child, _state
+
+    counter = tmp_path / "count"
+    mod = script(tmp_path, f"""
+        import pathlib, time
+        n = 0
+        while True:
+            n += 1
+            pathlib.Path({str(counter)!r}).write_text(str(n))
+            time.sleep(0.01)
+    """)
+    child = Child(mod, [], env=env_for(tmp_path), output_limit_bytes=4096)
+    try:
+        deadline = time.monotonic() + 30
+        while not counter.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child.pause()
+        assert _state(child.proc.pid) == "T"
+        frozen = counter.read_text()
+        time.sleep(0.3)
+        assert counter.read_text() == frozen  # stopped: not one more step
+        child.resume()
+        time.sleep(0.3)
+        assert int(counter.read_text()) > int(frozen)
+    finally:
+        child.kill()
+    assert _state(child.proc.pid) == ""

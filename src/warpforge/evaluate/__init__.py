@@ -17,6 +17,9 @@ import secrets
 import shutil
 import tempfile
 import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +44,7 @@ FINGERPRINT_POSITIONS = 32
 
 def evaluate(task: Task, candidate: Candidate, config: EvalConfig) -> EvalResult:
     """Evaluate one candidate against one task (a `Judge` used once)."""
-    with Judge(task, config, keep_warm=False) as judge:
+    with Judge(task, dataclasses.replace(config, spare_workers=0)) as judge:
         return judge.evaluate(candidate)
 
 
@@ -51,17 +54,19 @@ class Judge:
     The reference process loads the task once, then draws fresh inputs (new seeds from OS
     entropy) and their float64 outputs for *every* candidate, so no candidate can reuse what an
     earlier one saw; the baselines are timed once, in that clean process. Every candidate
-    still runs in a fresh sandboxed process of its own; with `keep_warm` the next one is started
-    as soon as a verdict is in, so its imports, CUDA context and profiler start-up are paid
-    while the caller prepares the next candidate. Use as a context manager, or call `close()`.
+    still runs in a fresh sandboxed process of its own; `config.spare_workers` of them are kept
+    started ahead, so their imports, CUDA context and profiler start-up are paid while earlier
+    candidates run or the caller prepares the next one. Spares are paused (SIGSTOP) whenever
+    anything is timed, so their start-up never overlaps a measurement. Use as a context
+    manager, or call `close()`.
     """
 
-    def __init__(self, task: Task, config: EvalConfig, *, keep_warm: bool = True) -> None:
+    def __init__(self, task: Task, config: EvalConfig) -> None:
         self.task = task
         self.cfg = config.resolved()
-        assert self.cfg.device is not None and self.cfg.size is not None
+        assert self.cfg.device is not None and self.cfg.size is not None and self.cfg.spare_workers is not None
         self.allow_tf32 = self.cfg.allow_tf32 or bool(task.metadata.get("allow_tf32"))
-        self.keep_warm = keep_warm
+        self.spares = self.cfg.spare_workers
         # tmpfs when there is one: GPU-sized inputs and outputs cross between processes as files
         shm = "/dev/shm" if _free_gb("/dev/shm") > 16 else None
         self._tmp = Path(tempfile.mkdtemp(prefix="warpforge-", dir=shm))
@@ -71,7 +76,7 @@ class Judge:
         self._server_started = 0.0
         self._baselines: dict[str, Timing] | None = None
         self._baseline_notes: list[str] = []
-        self._worker: tuple[Child, Path] | None = None
+        self._workers: deque[tuple[Child, Path]] = deque()  # started, oldest first
         self._count = 0
         self._draws = 0
 
@@ -82,10 +87,8 @@ class Judge:
         self.close()
 
     def close(self) -> None:
-        """Stop the reference process and any waiting candidate process; remove the temp files."""
-        if self._worker is not None:
-            self._worker[0].kill()
-            self._worker = None
+        """Stop the reference process and the waiting candidate processes; remove the temp files."""
+        self._stop_workers()
         if self._server is not None:
             self._server.kill()
             self._server = None
@@ -102,13 +105,22 @@ class Judge:
             return with_verdict(base, "compile_error", f"the candidate cannot be loaded: {report.syntax_error}", "static")
         if report.rejected:
             return with_verdict(base, "rejected", f"rejected before running: the candidate {report.rejected}", "static")
+        for dead in [w for w in self._workers if w[0].proc.poll() is not None]:  # spares that died waiting
+            self._workers.remove(dead)
+            dead[0].kill()
+            shutil.rmtree(dead[1].parent, ignore_errors=True)
+        # started before the reference process loads the task, so their imports overlap it
+        self._top_up(max(1, self.spares + 1 if self._draws == 0 else 1))
         if self._server is not None and self._server.proc.poll() is not None:
             self._server.kill()  # died while idle (killed by the OOM killer or by a candidate): start another
             self._server = None
         if self._server is None:
-            self._start_server()
-        worker, workdir = self._worker or self._start_worker()
-        self._worker = None
+            try:
+                self._start_server()
+            except TaskError:  # the task itself is broken: no candidate will run
+                self._stop_workers()
+                raise
+        worker, workdir = self._workers.popleft()
         try:
             try:
                 reference = self._draw(workdir, worker)
@@ -116,11 +128,14 @@ class Judge:
                 self._start_server()
                 reference = self._draw(workdir, worker)
             return self._run_candidate(worker, workdir, candidate, reference, report.kernel_names, base)
+        except TaskError:  # the task itself is broken: no candidate will run, stop the spares too
+            self._stop_workers()
+            raise
         finally:
             worker.kill()
             shutil.rmtree(workdir.parent, ignore_errors=True)
-            if self.keep_warm and self._server is not None:
-                self._start_worker()
+            if self._server is not None:
+                self._top_up()
 
     # -- the candidate process ---------------------------------------------------------------
 
@@ -130,10 +145,32 @@ class Judge:
         self._count += 1
         workdir = self._tmp / f"candidate-{self._count}" / "work"
         workdir.mkdir(parents=True)
-        worker = Child("warpforge.evaluate.worker", [], env=_child_env(self.cfg), cwd=str(workdir),
+        warm_profiler = ["--warm-profiler"] if self.cfg.profile and self.cfg.bench else []
+        worker = Child("warpforge.evaluate.worker", warm_profiler, env=_child_env(self.cfg), cwd=str(workdir),
                        output_limit_bytes=self.cfg.output_limit_kb * 1024)
-        self._worker = (worker, workdir)
-        return self._worker
+        self._workers.append((worker, workdir))
+        return worker, workdir
+
+    def _stop_workers(self) -> None:
+        while self._workers:
+            self._workers.popleft()[0].kill()
+
+    def _top_up(self, count: int | None = None) -> None:
+        """Start candidate processes until `count` (default: the spares) are waiting."""
+        while len(self._workers) < (self.spares if count is None else count):
+            self._start_worker()
+
+    @contextmanager
+    def _spares_paused(self) -> Iterator[None]:
+        """Stop every waiting candidate process while something is timed; resume them after."""
+        paused = [child for child, _ in self._workers]
+        for child in paused:
+            child.pause()
+        try:
+            yield
+        finally:
+            for child in paused:
+                child.resume()
 
     def _run_candidate(self, worker: Child, workdir: Path, candidate: Candidate, reference: Reference,
                        kernel_names: tuple[str, ...], base: EvalResult) -> EvalResult:
@@ -156,6 +193,7 @@ class Judge:
         spec_path = workdir / "spec.json"
         spec_path.write_text(json.dumps(spec))
         verdict: dict[str, Any] = {}
+        paused: list[Child] = []
 
         def on_message(message: dict[str, Any]) -> str | None:
             if message["type"] != "verified" or "comparison" in verdict:
@@ -163,11 +201,20 @@ class Judge:
             # the files this harness told it to write, whatever paths the message names
             files = [str(workdir / f"out_{i}.pt") for i in range(reference.verify_sets)]
             verdict["comparison"], verdict["summaries"] = self._compare(files, reference, positions)
-            return "bench" if verdict["comparison"].ok and cfg.bench else "stop"
+            if not (verdict["comparison"].ok and cfg.bench):
+                return "stop"
+            paused.extend(child for child, _ in self._workers)  # no spare's start-up during the timed calls
+            for child in paused:
+                child.pause()
+            return "bench"
 
         worker.send(str(spec_path))
         verdict["sent"] = time.monotonic()
-        outcome = worker.wait(timeout_s=cfg.timeout_s, mem_limit_mb=cfg.mem_limit_gb * 1024, on_message=on_message)
+        try:
+            outcome = worker.wait(timeout_s=cfg.timeout_s, mem_limit_mb=cfg.mem_limit_gb * 1024, on_message=on_message)
+        finally:
+            for child in paused:
+                child.resume()
         return decide(outcome, verdict, reference, cfg, base)
 
     def _compare(self, files: list[str], reference: Reference, positions: list[list[int]]) -> tuple[Comparison, Any]:
@@ -233,17 +280,24 @@ class Judge:
             "time_baselines": time_baselines,
         }
 
+        paused: list[Child] = []
+
         def on_message(message: dict[str, Any]) -> str | None:
             if message["type"] != "reference" or not time_baselines:
                 return None
-            # time the baselines only once the pre-started candidate process has finished its imports
-            # and gone idle: its start-up must not slow the reference down
-            worker.wait(timeout_s=120, mem_limit_mb=cfg.mem_limit_gb * 1024, until="ready")
+            # the candidate processes' start-up must not slow the baselines down: stop them meanwhile
+            paused.extend([worker, *(child for child, _ in self._workers)])
+            for child in paused:
+                child.pause()
             return "time"
 
         assert self._server is not None
         self._server.send(json.dumps(request))
-        messages = self._server_round("drawn", on_message)
+        try:
+            messages = self._server_round("drawn", on_message)
+        finally:
+            for child in paused:
+                child.resume()
         data = next(m for m in messages if m["type"] == "reference")
         if time_baselines:
             self._record_baselines(messages)

@@ -94,6 +94,15 @@ def _rss_mb(pid: int) -> float:
     return total / 2**20
 
 
+def _state(pid: int) -> str:
+    """A process's state letter from /proc (R, S, T for stopped, Z...); "" when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -273,6 +282,27 @@ class Child:
                 message["_received"] = time.monotonic()  # stamped here: the child cannot forge it
                 messages.append(message)
         return messages
+
+    def pause(self) -> None:
+        """Stop the child's whole process group (SIGSTOP) until `resume`; returns once the group's
+        leader is stopped, so nothing it does overlaps what the caller does next."""
+        if self._signal(signal.SIGSTOP):
+            deadline = time.monotonic() + 1.0
+            while _state(self.proc.pid) not in ("T", "t", "Z", "X", "") and time.monotonic() < deadline:
+                time.sleep(0.001)
+
+    def resume(self) -> None:
+        """Let a paused child go on (SIGCONT)."""
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, sig: signal.Signals) -> bool:
+        if self.proc.poll() is not None:
+            return False
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
 
     def kill(self) -> None:
         """Kill the child's whole process group and any orphan it left; idempotent."""
