@@ -1,0 +1,1 @@
+"""What an archive shows people: the HTML report (`html.py`) and dataset exports (`datasets.py`)."""
