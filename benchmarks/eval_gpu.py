@@ -12,7 +12,9 @@ each evaluation. It reports whether each verdict matched the expectation:
     than the honest version (EXPECT["honest"] evaluated in this run, else the eager reference):
     side streams (the timer's device-wide sync must count the hidden work) and address-keyed
     caches (which may simply never hit when every call gets fresh addresses).
-It exits 0 even when expectations fail (it prints MISMATCH lines) and stops starting new
+Evaluations of one task go through one `Judge` (its reference process and a spare candidate
+process stay up between them), so a task's first evaluation carries the start-up in its
+seconds and the later ones do not. It exits 0 even when expectations fail (it prints MISMATCH lines) and stops starting new
 evaluations once --time-budget seconds have passed, writing what it has.
 
 Run on the GPU machine, from the repository root:
@@ -42,7 +44,7 @@ except ImportError:  # a source checkout without `pip install -e .`: use src/, f
     sys.path.insert(0, _src)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_src, os.environ.get("PYTHONPATH")]))
 
-from warpforge import Candidate, EvalConfig, evaluate, load_task  # noqa: E402
+from warpforge import Candidate, EvalConfig, Judge, load_task  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CANDIDATES = HERE / "gpu_candidates"
@@ -68,6 +70,7 @@ def plan(only: list[str]) -> list[dict]:
     for f in sorted(EXPLOITS.glob("*.py")):
         expect = read_expect(f)
         exploits.append({"file": f, "kind": "exploit", "task": expect["task"], "path": f.stem, "expect": expect})
+    exploits.sort(key=lambda it: it["task"])  # consecutive evaluations of one task share a Judge
     # exploits go after the four relu paths (their honest yardsticks) and before the other candidates
     n_first = len([s for s in FIRST if s in honest])
     items = items[:n_first] + exploits + items[n_first:]
@@ -203,23 +206,54 @@ def main() -> int:
     skip = {r["file"] for r in done}
     items = [it for it in plan([s for s in args.only.split(",") if s]) if rel(it["file"]) not in skip]
     config = EvalConfig(device=args.device, size=args.size, timeout_s=min(args.timeout, 180.0),
-                        reference_timeout_s=min(args.timeout, 180.0), cache_dir=args.cache_dir)
+                        reference_timeout_s=min(args.timeout, 180.0), cache_dir=args.cache_dir, spare_workers=1)
     print(f"{len(items)} evaluations planned on {info.get('gpu') or args.device}; budget {args.time_budget:g} s",
           flush=True)
 
     start = time.monotonic()
     walls: list[float] = []
     skipped: list[str] = []
+    judges: dict[str, Judge] = {}  # the two most recently used tasks keep their Judge (reference process, spares)
+    try:
+        run_items(items, judges, config, args, info, out_path, done, walls, skipped, start)
+    finally:
+        for j in judges.values():
+            j.close()
+
+    info["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
+    info["total_seconds"] = round(time.monotonic() - start, 1)
+    out_path.write_text(json.dumps({"header": info, "skipped": skipped, "results": done}, indent=1, default=str))
+    print(f"\nwrote {out_path}")
+    for r in done:
+        if not r.get("matched"):
+            print(f"MISMATCH {r['file']}: expected {r['expect']['verdict']}, got {r['status']} at {r['stage']}: "
+                  f"{r.get('note', '')} | {r['reason'][:200]}")
+        elif r.get("kind_ok") is False:
+            print(f"KIND {r['file']}: {r['note']} (custom kernels found: {r.get('custom_kernels')})")
+    if skipped:
+        print(f"not run (time budget): {', '.join(skipped)}  -> rerun with --resume {out_path}")
+    print(table(done))
+    return 0
+
+
+def run_items(items: list[dict], judges: dict, config: EvalConfig, args: argparse.Namespace, info: dict,
+              out_path: Path, done: list[dict], walls: list[float], skipped: list[str], start: float) -> None:
+    """Evaluate every item through a Judge per task, writing the JSON after each evaluation."""
     for n, item in enumerate(items):
         elapsed = time.monotonic() - start
         expected = min(180.0, 1.5 * statistics.median(walls)) if walls else 0.0
         if elapsed + expected > args.time_budget:
-            skipped = [rel(it["file"]) for it in items[n:]]
+            skipped.extend(rel(it["file"]) for it in items[n:])
             print(f"time budget reached after {elapsed:.0f} s: skipping {len(skipped)} evaluations", flush=True)
             break
         t0 = time.monotonic()
         try:
-            result = evaluate(load_task(item["task"]), Candidate.from_file(item["file"]), config)
+            if item["task"] not in judges:
+                while len(judges) >= 2:
+                    judges.pop(next(iter(judges))).close()
+                judges[item["task"]] = Judge(load_task(item["task"]), config)
+            judges[item["task"]] = judges.pop(item["task"])  # most recently used last
+            result = judges[item["task"]].evaluate(Candidate.from_file(item["file"]))
         except Exception as exc:  # a harness error is a result too: record it and go on
             r = {"file": rel(item["file"]), "kind": item["kind"], "task": item["task"],
                  "path": item["path"], "status": "harness_error", "stage": "harness", "correct": False,
@@ -238,21 +272,6 @@ def main() -> int:
               f"{'' if r['matched'] else 'MISMATCH '}{r.get('note', '')} | {r['reason'][:160]}", flush=True)
         info["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
         out_path.write_text(json.dumps({"header": info, "skipped": skipped, "results": done}, indent=1, default=str))
-
-    info["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
-    info["total_seconds"] = round(time.monotonic() - start, 1)
-    out_path.write_text(json.dumps({"header": info, "skipped": skipped, "results": done}, indent=1, default=str))
-    print(f"\nwrote {out_path}")
-    for r in done:
-        if not r.get("matched"):
-            print(f"MISMATCH {r['file']}: expected {r['expect']['verdict']}, got {r['status']} at {r['stage']}: "
-                  f"{r.get('note', '')} | {r['reason'][:200]}")
-        elif r.get("kind_ok") is False:
-            print(f"KIND {r['file']}: {r['note']} (custom kernels found: {r.get('custom_kernels')})")
-    if skipped:
-        print(f"not run (time budget): {', '.join(skipped)}  -> rerun with --resume {out_path}")
-    print(table(done))
-    return 0
 
 
 if __name__ == "__main__":
