@@ -1,0 +1,167 @@
+"""`warpforge archive ls | show ID | best TASK | export KIND`: read an archive from the command line.
+
+Thin: each verb is one or two Archive / datasets calls and a table or one JSON object. Exit codes
+as everywhere: 0 success, 1 a negative result (`best` with no verified candidate), 2 a usage error
+(raised as UsageError; cli.py prints it). Never writes to the archive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from warpforge.archive import Archive, Attempt
+from warpforge.errors import UsageError
+
+DEFAULT_ARCHIVE = "warpforge-archive.db"
+
+
+def add_archive_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--archive", default=DEFAULT_ARCHIVE, help=f"archive file (default: ./{DEFAULT_ARCHIVE})")
+    common.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    p = sub.add_parser("archive", help="inspect an archive: runs, attempts, best kernels, dataset exports",
+                       description="Read the SQLite archive that `warpforge optimize` writes.")
+    verbs = p.add_subparsers(dest="archive_command", required=True)
+    verbs.add_parser("ls", parents=[common], help="runs and a per-task summary")
+    show = verbs.add_parser("show", parents=[common], help="one attempt: fields, parents, evaluation, reason")
+    show.add_argument("id", type=int, help="candidate id (see `warpforge archive ls`)")
+    show.add_argument("--source", action="store_true", help="also print the candidate's source")
+    best = verbs.add_parser("best", parents=[common], help="the fastest verified candidate of a task")
+    best.add_argument("task", help="task name as recorded, e.g. level1/softmax")
+    best.add_argument("--out", help="folder the source is written to (default: ARCHIVE.best/ next to the archive)")
+    best.add_argument("--hardware-key", help="only timings from this machine (see `archive show`)")
+    export = verbs.add_parser("export", parents=[common], help="write a dataset: sft, preference, contrastive, attempts")
+    export.add_argument("kind", choices=["sft", "preference", "contrastive", "attempts"])
+    export.add_argument("--format", choices=["jsonl", "parquet"], default="jsonl", help="default: jsonl")
+    export.add_argument("--out", required=True, help="output file")
+
+
+def cmd_archive(args: argparse.Namespace) -> int:
+    path = Path(args.archive)
+    if not path.is_file():
+        raise UsageError(f"no archive at {path}: run `warpforge optimize ... --archive {path}` first")
+    with Archive(path) as archive:
+        verb = {"ls": _ls, "show": _show, "best": _best, "export": _export}[args.archive_command]
+        return verb(archive, args)
+
+
+def _ls(archive: Archive, args: argparse.Namespace) -> int:
+    runs, summaries = archive.runs(), archive.task_summaries()
+    if args.json:
+        print(json.dumps({"runs": [dataclasses.asdict(r) | {"config": json.loads(r.config or "{}")} for r in runs],
+                          "tasks": [dataclasses.asdict(s) for s in summaries]}))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    run_table = Table("run", "status", "started", "finished", "seed", title=f"runs in {archive.path}")
+    for r in runs:
+        run_table.add_row(r.id, r.status, _when(r.started), _when(r.finished), str(r.seed))
+    task_table = Table("task", "attempts", "evaluated", "correct", "best speedup", "best id", "tokens", "cost",
+                       title="tasks")
+    for s in summaries:
+        task_table.add_row(s.task, str(s.attempts), str(s.evaluated), str(s.correct), _x(s.best_speedup),
+                           "" if s.best_candidate_id is None else f"#{s.best_candidate_id}", str(s.tokens),
+                           f"${s.cost_usd:.2f}")
+    # piped output is not cut to 80 columns: task names and run ids stay whole for grep
+    console = Console() if sys.stdout.isatty() else Console(width=200)
+    console.print(run_table)
+    console.print(task_table)
+    return 0
+
+
+def _show(archive: Archive, args: argparse.Namespace) -> int:
+    a = archive.attempt(args.id)
+    if args.json:
+        print(json.dumps(dataclasses.asdict(a)))
+        return 0
+    lines = [f"candidate #{a.id}  task {a.task}  run {a.run_id}  step {a.step}",
+             f"strategy {a.strategy or '-'}  model {a.model or '-'}  language {a.language}  island {'-' if a.island is None else a.island}",
+             f"parents {', '.join(f'#{p}' for p in a.parents) or '-'}",
+             f"tokens {a.prompt_tokens} + {a.completion_tokens}  cost ${a.cost_usd:.4f}  llm {a.llm_seconds:.1f} s"]
+    if a.source is None:
+        lines.append(f"no program: {a.failure}")
+    elif a.evaluation_id is None:
+        lines.append("not evaluated yet")
+    else:
+        lines += [f"evaluation #{a.evaluation_id}: {a.status} at stage {a.stage}",
+                  f"speedup {_x(a.speedup)} vs eager, {_x(a.speedup_vs_compile)} vs torch.compile;"
+                  f" {_ms(a.candidate_ms)} (IQR {_ms(a.candidate_iqr_ms)}) vs {_ms(a.reference_ms)} eager",
+                  f"kernels {a.kernels_kind or '-'}  hardware {a.hardware_key or '-'}",
+                  f"reason: {a.reason}"]
+        if a.review:
+            lines.append(f"review: {a.review.get('verdict', '?')}: {a.review.get('finding', '')}")
+    if args.source and a.source is not None:
+        lines += ["", a.source]
+    print("\n".join(lines))
+    return 0
+
+
+def _best(archive: Archive, args: argparse.Namespace) -> int:
+    if args.task not in archive.tasks():
+        known = ", ".join(archive.tasks()) or "none"
+        raise UsageError(f"task {args.task!r} has no attempts in {archive.path}: known tasks are {known}")
+    best = archive.best(args.task, hardware_key=args.hardware_key)
+    if best is None:
+        if args.json:
+            print(json.dumps({"task": args.task, "candidate_id": None, "speedup": None, "speedup_vs_compile": None,
+                              "candidate_ms": None, "status": None, "source_path": None, "source": None,
+                              "reason": "no verified, timed candidate"}))
+        else:
+            print(f"{args.task}: no verified, timed candidate in {archive.path}")
+        return 1
+    source_path = _write_source(best, Path(args.out) if args.out else archive.path.with_name(archive.path.name + ".best"))
+    if args.json:
+        print(json.dumps(_best_json(best, source_path)))
+    else:
+        print(f"{best.task}: candidate #{best.id}, {_x(best.speedup)} vs eager, {_x(best.speedup_vs_compile)} vs "
+              f"torch.compile ({_ms(best.candidate_ms)}), {best.language} by {best.strategy or '-'} "
+              f"[{best.model or '-'}]\nsource: {source_path}")
+    return 0
+
+
+def _best_json(a: Attempt, source_path: Path) -> dict[str, Any]:
+    return {"task": a.task, "candidate_id": a.id, "speedup": a.speedup, "speedup_vs_compile": a.speedup_vs_compile,
+            "candidate_ms": a.candidate_ms, "candidate_iqr_ms": a.candidate_iqr_ms, "reference_ms": a.reference_ms,
+            "status": a.status, "language": a.language, "strategy": a.strategy, "model": a.model,
+            "run_id": a.run_id, "hardware_key": a.hardware_key, "kernels_kind": a.kernels_kind,
+            "source_path": str(source_path), "source": a.source}
+
+
+def _write_source(a: Attempt, out_dir: Path) -> Path:
+    """OUT/level1/softmax.py for task level1/softmax (each name part made filename-safe)."""
+    parts = [re.sub(r"[^\w.-]", "_", part) for part in a.task.split("/") if part not in ("", ".", "..")]
+    path = out_dir.joinpath(*parts[:-1], f"{parts[-1] if parts else 'task'}.py").resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(a.source or "")
+    return path
+
+
+def _export(archive: Archive, args: argparse.Namespace) -> int:
+    from warpforge.report.datasets import export
+
+    rows = export(archive, args.kind, args.out, args.format)
+    if args.json:
+        print(json.dumps({"kind": args.kind, "format": args.format, "out": str(Path(args.out).resolve()), "rows": rows}))
+    else:
+        print(f"wrote {rows} {args.kind} rows to {args.out}")
+    return 0
+
+
+def _when(t: float | None) -> str:
+    return "-" if t is None else datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _x(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g} ms"
