@@ -11,7 +11,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from warpforge.errors import UsageError, WarpforgeError
 
@@ -50,6 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tasks", help="list the built-in task suite, or the tasks of a KernelBench-style tree")
     t.add_argument("--root", help="a directory of level1/, level2/... folders (e.g. KernelBench/KernelBench)")
     t.add_argument("--json", action="store_true")
+    from warpforge.archive_cli import add_archive_parser
+    from warpforge.report.html import add_report_parser
+    from warpforge.search.cli import add_optimize_parser
+
+    add_optimize_parser(sub)
+    add_archive_parser(sub)
+    add_report_parser(sub)
     return parser
 
 
@@ -162,6 +169,15 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _commands() -> dict[str, Callable[[argparse.Namespace], int]]:
+    from warpforge.archive_cli import cmd_archive
+    from warpforge.report.html import cmd_report
+    from warpforge.search.cli import cmd_optimize
+
+    return {"eval": cmd_eval, "demo": cmd_demo, "tasks": cmd_tasks, "optimize": cmd_optimize,
+            "archive": cmd_archive, "report": cmd_report}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -169,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     dump_stacks_if_asked()
     try:
-        return {"eval": cmd_eval, "demo": cmd_demo, "tasks": cmd_tasks}[args.command](args)
+        return _commands()[args.command](args)
     except WarpforgeError as exc:
         if os.environ.get("WARPFORGE_DEBUG"):
             raise

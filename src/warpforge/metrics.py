@@ -18,6 +18,13 @@ def speedup(reference_ms: float, candidate_ms: float) -> float:
     return reference_ms / candidate_ms
 
 
+def faster_beyond_noise(fast_ms: float, fast_iqr_ms: float, slow_ms: float, slow_iqr_ms: float) -> bool:
+    """`fast` is faster than `slow` by more than the measured spread: their interquartile ranges,
+    centred on the medians, do not overlap ((slow - fast) > (iqr_fast + iqr_slow) / 2). The one
+    acceptance rule of the search and of the preference-pair export."""
+    return slow_ms - fast_ms > (fast_iqr_ms + slow_iqr_ms) / 2
+
+
 def geometric_mean(values: Iterable[float]) -> float:
     """exp(mean(log v)); the right mean for ratios such as speedups (Fleming & Wallace 1986)."""
     vals = list(values)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from warpforge.metrics import faster_beyond_noise
 from warpforge.archive import Archive, Attempt
 from warpforge.errors import UsageError
 
@@ -79,7 +80,8 @@ def sft_rows(archive: Archive) -> Iterator[dict[str, Any]]:
 
 def preference_rows(archive: Archive) -> Iterator[dict[str, Any]]:
     """Pairs of correct candidates of one task timed on one machine, chosen = the faster, kept only
-    when (slow_ms - fast_ms) > (iqr_fast + iqr_slow): a gap inside the noise is no preference."""
+    when the faster one wins beyond the noise (metrics.faster_beyond_noise: the interquartile
+    ranges do not overlap): a gap inside the noise is no preference."""
     groups: dict[tuple[str, str | None], dict[str, Attempt]] = {}
     for a in archive.attempts():
         if not a.timed or a.source_hash is None:
@@ -93,8 +95,8 @@ def preference_rows(archive: Archive) -> Iterator[dict[str, Any]]:
         ranked = sorted(by_source.values(), key=lambda a: (a.candidate_ms or 0.0, a.id))
         for fast, slow in itertools.combinations(ranked, 2):
             assert fast.candidate_ms is not None and slow.candidate_ms is not None
-            spread = (fast.candidate_iqr_ms or 0.0) + (slow.candidate_iqr_ms or 0.0)
-            if slow.candidate_ms - fast.candidate_ms <= spread:
+            if not faster_beyond_noise(fast.candidate_ms, fast.candidate_iqr_ms or 0.0, slow.candidate_ms,
+                                       slow.candidate_iqr_ms or 0.0):
                 continue
             yield {"task": task, "prompt": prompt, "chosen": fast.source, "rejected": slow.source,
                    "chosen_id": fast.id, "rejected_id": slow.id, "chosen_ms": fast.candidate_ms,

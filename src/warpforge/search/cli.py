@@ -1,0 +1,155 @@
+"""`warpforge optimize`: the command-line face of the loop (argument parsing and output only).
+
+    warpforge optimize TASK_OR_DIR... --llm PROVIDER:MODEL [--base-url URL] [--device cpu|cuda]
+                       [--archive PATH] [--max-candidates N] [--strategy evolve|best-of-n] ...
+
+Exit codes: 0 when at least one task got a verified candidate faster than eager PyTorch (with
+--target-speedup: when every task reached it), 1 otherwise, 2 for usage and configuration
+errors (no LLM configured, unreachable endpoint, unknown task), 130 after Ctrl-C; running the
+same command again resumes the run from the archive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from warpforge.archive_cli import DEFAULT_ARCHIVE
+from warpforge.errors import ConfigError, UsageError
+
+NO_LLM = ("no LLM configured: pass --llm PROVIDER:MODEL, e.g. --llm openai:gpt-4o (with OPENAI_API_KEY set), "
+          "--llm anthropic:claude-sonnet-4-5 (with ANTHROPIC_API_KEY set), or --llm openai:MODEL --base-url "
+          "http://localhost:8000/v1 for a local vLLM or Ollama server (or set WARPFORGE_LLM)")
+
+
+def add_optimize_parser(sub: Any) -> None:
+    p = sub.add_parser("optimize", help="let an LLM write faster kernels for tasks, verified and timed, into an archive",
+                       description="Propose, verify and time kernels for each TASK (a task file, a directory of "
+                                   "them, a suite name such as level1/softmax or level1) with an LLM in an "
+                                   "evolutionary loop; every attempt goes into the archive, and a run resumes.")
+    p.add_argument("tasks", nargs="+", metavar="TASK_OR_DIR")
+    p.add_argument("--llm", action="append", default=[], metavar="PROVIDER:MODEL",
+                   help="openai:MODEL (any OpenAI-compatible endpoint), anthropic:MODEL, or replay:FILE.jsonl; "
+                        "repeat for an ensemble, MODEL@WEIGHT to weight it (default: $WARPFORGE_LLM)")
+    p.add_argument("--base-url", help="endpoint of an OpenAI-compatible server, e.g. http://localhost:8000/v1")
+    p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when a GPU is visible, else cpu")
+    p.add_argument("--size", help="size preset of the tasks (default: gpu on cuda, cpu on cpu)")
+    p.add_argument("--archive", default=DEFAULT_ARCHIVE, help=f"SQLite archive (default {DEFAULT_ARCHIVE})")
+    p.add_argument("--max-candidates", type=int, default=16, help="proposals per task (default 16)")
+    p.add_argument("--strategy", default="evolve", help="evolve (default) or best-of-n")
+    p.add_argument("--language", default="any", help="ask for cuda, triton, nvrtc, cpp, pytorch or any (default)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--generation-size", type=int, default=4, help="proposals planned together and asked concurrently")
+    p.add_argument("--concurrency", type=int, default=4, help="LLM requests in flight at most (default 4)")
+    p.add_argument("--selection", choices=["weight", "bandit"], default="weight",
+                   help="how an ensemble picks a model per call: by weight, or a bandit on verified improvements")
+    p.add_argument("--price", action="append", default=[], metavar="PROVIDER:MODEL=IN,OUT",
+                   help="USD per million prompt and completion tokens, overriding the built-in table")
+    p.add_argument("--max-tokens-total", type=int, help="stop the run after this many LLM tokens")
+    p.add_argument("--max-cost", type=float, help="stop the run after this much LLM spend (USD)")
+    p.add_argument("--max-gpu-seconds", type=float, help="stop after this many seconds of evaluation")
+    p.add_argument("--max-wall-seconds", type=float, help="stop after this many seconds")
+    p.add_argument("--target-speedup", type=float, help="stop a task once it is this much faster than eager")
+    p.add_argument("--timeout", type=float, help="seconds a candidate process may run (default 600)")
+    p.add_argument("--llm-timeout", type=float, default=300.0, help="seconds per LLM request (default 300)")
+    p.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live table")
+    p.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from warpforge.archive import Archive
+    from warpforge.config import EvalConfig
+    from warpforge.propose.llm import LLMClient, parse_model_specs
+    from warpforge.search.display import ProgressView
+    from warpforge.search.loop import Budget, OptimizeConfig, Optimizer
+
+    specs = args.llm or [s for s in os.environ.get("WARPFORGE_LLM", "").split(",") if s.strip()]
+    if not specs:
+        raise ConfigError(NO_LLM)
+    models = parse_model_specs(specs, args.base_url, _prices(args.price))
+    llm = LLMClient(models, timeout_s=args.llm_timeout, concurrency=args.concurrency, selection=args.selection,
+                    seed=args.seed)
+    llm.check()
+    eval_cfg = EvalConfig(device=args.device, size=args.size, **({"timeout_s": args.timeout} if args.timeout else {}))
+    if eval_cfg.device == "cuda":
+        from warpforge.config import cuda_available
+
+        if not cuda_available():
+            raise UsageError("--device cuda was given but torch sees no CUDA GPU: drop --device or install a CUDA build of torch")
+    config = OptimizeConfig(
+        strategy=args.strategy, eval=eval_cfg, seed=args.seed, generation_size=args.generation_size,
+        language=args.language,
+        budget=Budget(candidates=args.max_candidates, tokens=args.max_tokens_total, cost_usd=args.max_cost,
+                      gpu_seconds=args.max_gpu_seconds, wall_seconds=args.max_wall_seconds,
+                      target_speedup=args.target_speedup))
+    with Archive(args.archive) as archive:
+        tasks = load_tasks(args.tasks, archive)
+        view = ProgressView([t.name for t in tasks], live=False if args.no_live else None)
+        try:
+            with view:
+                summary = Optimizer(archive, llm, config, on_progress=view.update).run(tasks)
+        except KeyboardInterrupt:
+            print(f"warpforge: stopped; run the same command again to resume from {args.archive}", file=sys.stderr)
+            return 130
+    result = {
+        "run_id": summary.run_id, "archive": str(args.archive), "stopped_by": summary.stopped_by,
+        "tokens": summary.tokens, "cost_usd": round(summary.cost_usd, 6),
+        "tasks": [{"task": o.task, "attempts": o.attempts, "improved": o.improved,
+                   "best_candidate_id": o.best.id if o.best else None,
+                   "speedup": o.best.speedup if o.best else None,
+                   "speedup_vs_compile": o.best.speedup_vs_compile if o.best else None} for o in summary.outcomes],
+    }
+    if args.json:
+        print(json.dumps(result))
+    improved = [o for o in summary.outcomes if o.improved]
+    print(f"warpforge: {len(improved)} of {len(summary.outcomes)} tasks improved over eager PyTorch; "
+          f"{summary.tokens} tokens, ${summary.cost_usd:.2f}; archive {args.archive} (run {summary.run_id})"
+          + (f"; stopped: {summary.stopped_by}" if summary.stopped_by else ""), file=sys.stderr)
+    if args.target_speedup is not None:
+        reached = all(o.best is not None and (o.best.speedup or 0.0) >= args.target_speedup for o in summary.outcomes)
+        return 0 if reached and summary.outcomes else 1
+    return 0 if improved else 1
+
+
+def load_tasks(names: list[str], archive: Any) -> list[Any]:
+    """Task files, directories of them, suite names (level1/softmax) and levels (level1), or the
+    name of a task the archive already holds."""
+    from warpforge.task import SUITE_DIR, load_task, suite_paths
+
+    tasks = []
+    for name in names:
+        path = Path(name)
+        if path.is_dir() or (SUITE_DIR / name).is_dir():
+            found = suite_paths(path if path.is_dir() else SUITE_DIR / name)
+            if not found:
+                raise UsageError(f"no task files in {name}: give a folder of KernelBench-format .py files")
+            tasks.extend(load_task(p) for p in found)
+            continue
+        try:
+            tasks.append(load_task(name))
+        except UsageError:
+            source = archive.task_source(name)
+            if source is None:
+                raise
+            stored = Path(f"{archive.path}.tasks") / f"{name.replace('/', '__')}.py"
+            stored.parent.mkdir(parents=True, exist_ok=True)
+            stored.write_text(source)
+            tasks.append(load_task(stored))
+    return list({t.name: t for t in tasks}.values())
+
+
+def _prices(items: list[str]) -> dict[str, tuple[float, float]]:
+    prices = {}
+    for item in items:
+        name, _, values = item.partition("=")
+        try:
+            price_in, price_out = (float(v) for v in values.split(","))
+        except ValueError:
+            raise ConfigError(f"--price {item!r}: write PROVIDER:MODEL=IN,OUT in USD per million tokens, "
+                              "e.g. openai:gpt-4o=2.5,10") from None
+        prices[name] = (price_in, price_out)
+    return prices

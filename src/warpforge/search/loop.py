@@ -1,0 +1,355 @@
+"""The optimisation loop: plan → prompt → LLM → parse → evaluate → archive, one generation at a time.
+
+For each task, a strategy (best_of_n.py, evolve.py) plans a generation of `generation_size`
+slots from the attempts recorded *before* that generation; the LLM calls of a generation run
+concurrently (daemon threads; the client limits requests in flight) and each reply is
+evaluated by the task's `Judge` as soon as it arrives, so LLM calls overlap evaluations.
+Every proposal and every evaluation is written to the archive when it happens. Steps are
+numbered in advance, so a run killed at any point resumes where it stopped: recorded
+candidates are not proposed again, evaluated ones are not evaluated again, and a candidate
+recorded but not yet evaluated is evaluated first. Given the same seed and recorded replies
+(the `replay` provider) a run plans the same prompts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from warpforge.archive import Archive, Attempt
+from warpforge.candidate import Candidate, EvalResult
+from warpforge.config import EvalConfig
+from warpforge.errors import ConfigError
+from warpforge.evaluate import Judge
+from warpforge.propose import Proposal
+from warpforge.propose.llm import Completion, LLMClient, LLMError
+from warpforge.propose.parse import parse_reply, parse_review
+from warpforge.propose.prompts import PromptContext, Variant, render
+from warpforge.search.best_of_n import best_of_n
+from warpforge.search.evolve import evolve
+from warpforge.search.features import features_of
+from warpforge.search.plan import Plan, Strategy, beats, incumbent, result_field
+from warpforge.search.retrieval import stepping_stones
+from warpforge.task import Task
+
+STRATEGIES: dict[str, Strategy] = {"evolve": evolve, "best-of-n": best_of_n}
+
+
+@dataclass(frozen=True)
+class Budget:
+    candidates: int = 16
+    """Proposals per task (failed replies count: they cost tokens)."""
+    tokens: int | None = None
+    """Prompt + completion tokens for the whole run, across tasks and resumes."""
+    cost_usd: float | None = None
+    """LLM spend for the whole run, from the configured prices."""
+    gpu_seconds: float | None = None
+    """Evaluation wall seconds in this invocation."""
+    wall_seconds: float | None = None
+    """Wall seconds of this invocation."""
+    target_speedup: float | None = None
+    """Stop a task once its best verified candidate is this much faster than eager PyTorch."""
+
+
+@dataclass(frozen=True)
+class OptimizeConfig:
+    strategy: str = "evolve"
+    budget: Budget = Budget()
+    eval: EvalConfig = EvalConfig()
+    seed: int = 0
+    generation_size: int = 4
+    """Slots planned together; their LLM calls run concurrently."""
+    language: str = "any"
+    """What the prompts ask for: cuda, triton, nvrtc, cpp, pytorch or any."""
+    review_above: float = 10.0
+    """A verified speedup above this is audited by a second LLM call (CUDA-L1 checked > ~10x)."""
+    max_tokens: int = 8192
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(f"unknown strategy {self.strategy!r}: choose one of {', '.join(STRATEGIES)}")
+        if self.generation_size < 1 or self.budget.candidates < 1:
+            raise ConfigError("--max-candidates and the generation size must be at least 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class TaskProgress:
+    """What the live display shows for one task (mutable; the loop updates it)."""
+
+    task: str
+    state: str = "waiting"
+    proposed: int = 0
+    evaluated: int = 0
+    correct: int = 0
+    best_speedup: float | None = None
+    tokens: int = 0
+    cost_usd: float = 0.0
+    last: str = ""
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    task: str
+    best: Attempt | None
+    attempts: int
+    improved: bool
+    """The best verified candidate beats eager PyTorch by more than both timings' spread."""
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    outcomes: tuple[TaskOutcome, ...]
+    stopped_by: str
+    """"" when every task used its budget or reached its target; else the budget that ran out."""
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclass
+class _Totals:
+    tokens: int = 0
+    cost_usd: float = 0.0
+    gpu_seconds: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+
+
+class Optimizer:
+    """Runs the loop for a list of tasks against one archive (see the module docstring)."""
+
+    def __init__(self, archive: Archive, llm: LLMClient, config: OptimizeConfig,
+                 on_progress: Callable[[TaskProgress], None] | None = None) -> None:
+        self.archive, self.llm, self.cfg = archive, llm, config
+        self.eval_cfg = config.eval.resolved()
+        self.on_progress = on_progress or (lambda p: None)
+        self.totals = _Totals()
+        self._gpu = ""  # the GPU's name, from the first evaluation's hardware record (the parent starts no CUDA)
+
+    def run(self, tasks: Sequence[Task]) -> RunSummary:
+        run_id = self._run_id(tasks)
+        self.totals.tokens = sum((a.prompt_tokens or 0) + (a.completion_tokens or 0)
+                                 for a in self.archive.attempts(run_id=run_id))
+        self.totals.cost_usd = sum(a.cost_usd or 0.0 for a in self.archive.attempts(run_id=run_id))
+        outcomes, stopped_by = [], ""
+        progress = {t.name: TaskProgress(t.name) for t in tasks}
+        try:
+            for task in tasks:
+                self.archive.add_task(task)
+                stopped_by = self._run_task(run_id, task, progress[task.name])
+                outcomes.append(self._outcome(run_id, task))
+                if stopped_by:
+                    break
+        except KeyboardInterrupt:
+            self.archive.finish_run(run_id, "stopped")
+            raise
+        self.archive.finish_run(run_id, "stopped" if stopped_by else "done")
+        return RunSummary(run_id, tuple(outcomes), stopped_by, self.totals.tokens, self.totals.cost_usd)
+
+    def _run_id(self, tasks: Sequence[Task]) -> str:
+        """Resume the latest unfinished run with the same configuration and tasks, else start one."""
+        config = {**self.cfg.to_dict(), "tasks": [t.name for t in tasks], "models": [m.name for m in self.llm.specs]}
+        key = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        for run in reversed(self.archive.runs()):
+            if run.status != "done" and json.loads(run.config or "{}").get("key") == key:
+                return self.archive.start_run(json.loads(run.config), self.cfg.seed, run_id=run.id)
+        return self.archive.start_run({**config, "key": key}, self.cfg.seed)
+
+    # -- one task ------------------------------------------------------------------------------
+
+    def _run_task(self, run_id: str, task: Task, progress: TaskProgress) -> str:
+        cfg, size = self.cfg, self.cfg.generation_size
+        recorded = self.archive.steps(run_id, task.name)
+        self._show(progress, recorded.values(), "resuming" if recorded else "starting")
+        with Judge(task, self.eval_cfg) as judge:
+            for attempt in self.archive.unevaluated(run_id, task.name):  # left by a run that was killed
+                self._evaluate(judge, attempt)
+            for gen_start in range(0, cfg.budget.candidates, size):
+                stop = self._stop_reason(run_id, task)
+                if stop:
+                    self._show(progress, self.archive.steps(run_id, task.name).values(), stop)
+                    return "" if stop.startswith("target") else stop
+                recorded = self.archive.steps(run_id, task.name)
+                slots = [s for s in range(gen_start, min(gen_start + size, cfg.budget.candidates)) if s not in recorded]
+                if not slots:
+                    continue
+                before = [a for a in recorded.values() if a.step < gen_start]
+                stones = stepping_stones(self.archive, task.name, task.source)
+                plans = STRATEGIES[cfg.strategy](before, stones, size, gen_start // size, cfg.seed)
+                self._generation(run_id, task, judge, {s: plans[s - gen_start] for s in slots}, progress)
+        steps = self.archive.steps(run_id, task.name)
+        self._show(progress, steps.values(), "done")
+        return ""
+
+    def _generation(self, run_id: str, task: Task, judge: Judge, plans: dict[int, Plan],
+                    progress: TaskProgress) -> None:
+        """Propose every slot concurrently; evaluate each reply as it arrives."""
+        replies: queue.Queue[tuple[int, Proposal]] = queue.Queue()
+        for step, plan in plans.items():
+            threading.Thread(target=lambda s=step, p=plan: replies.put((s, self._propose(task, p))),
+                             name=f"propose-{task.name}-{step}", daemon=True).start()
+        for _ in plans:
+            step, proposal = replies.get()
+            plan = plans[step]
+            self.totals.tokens += proposal.prompt_tokens + proposal.completion_tokens
+            self.totals.cost_usd += proposal.cost_usd
+            self.archive.add_llm_call(run_id, task.name, proposal.model, plan.strategy, proposal.prompt_tokens,
+                                      proposal.completion_tokens, proposal.cost_usd, proposal.seconds,
+                                      proposal.failure if proposal.failure.startswith("LLM") else "")
+            proposal = self._dedupe(run_id, task, proposal)
+            source = proposal.candidate.source if proposal.candidate else None
+            features = features_of(source) if source else None
+            candidate_id = self.archive.add_candidate(
+                run_id, proposal, step, parents=plan.parent_ids, island=plan.island,
+                features=features.to_dict() if features else None, language=features.language if features else "unknown")
+            progress.last = f"step {step}: {plan.strategy}" + (f" failed: {proposal.failure}" if proposal.failure else "")
+            self._show(progress, self.archive.steps(run_id, task.name).values(), "evaluating")
+            if proposal.candidate is not None:
+                self._evaluate(judge, self.archive.attempt(candidate_id))
+            self._show(progress, self.archive.steps(run_id, task.name).values(), "proposing")
+
+    def _propose(self, task: Task, plan: Plan) -> Proposal:
+        """Runs in a proposer thread: never raises (a failure is a Proposal with a reason), so the
+        loop waiting for this slot always gets an answer."""
+        try:
+            return self._ask(task, plan)
+        except Exception as exc:  # noqa: BLE001  (a thread boundary: whatever broke becomes this slot's failure)
+            return Proposal(task.name, plan.strategy, failure=f"proposing failed: {type(exc).__name__}: {exc}")
+
+    def _ask(self, task: Task, plan: Plan) -> Proposal:
+        ctx = self._context(task, plan)
+        messages = render(plan.strategy, ctx)
+        prompt = json.dumps(messages)
+        try:
+            completion: Completion = self.llm.complete(messages, max_tokens=self.cfg.max_tokens)
+        except LLMError as exc:
+            return Proposal(task.name, plan.strategy, failure=f"LLM call failed: {exc}", prompt=prompt)
+        previous = plan.current.source if plan.current is not None and plan.strategy in ("repair", "optimise") else None
+        parsed = parse_reply(completion.text, previous=previous, finish_reason=completion.finish_reason,
+                             require_analysis=plan.strategy == "contrastive")
+        candidate = Candidate(parsed.source, parents=tuple(str(i) for i in plan.parent_ids), strategy=plan.strategy,
+                              model=completion.model) if parsed.source else None
+        return Proposal(task.name, plan.strategy, completion.model, candidate, parsed.failure, prompt, completion.text,
+                        parsed.analysis, completion.prompt_tokens, completion.completion_tokens, completion.cost_usd,
+                        completion.seconds)
+
+    def _context(self, task: Task, plan: Plan) -> PromptContext:
+        hardware = self.eval_cfg.device or "cpu"
+        current = plan.current
+        return PromptContext(
+            task_name=task.name, task_source=task.source, device=hardware,
+            gpu=self._gpu, language=self.cfg.language,
+            current=_variant(current) if current else None,
+            compile_log=(result_field(current, "compile_log") or current.reason or "") if current else "",
+            resources=_resources(current) if current else "",
+            profile=json.dumps(result_field(current, "kernels", {}))[:4000] if current else "",
+            variants=tuple(_variant(a) for a in plan.variants), parents=tuple(_variant(a) for a in plan.parents),
+            stepping_stones=tuple(_variant(a) for a in plan.stones))
+
+    def _dedupe(self, run_id: str, task: Task, proposal: Proposal) -> Proposal:
+        """A source already evaluated for this task is not evaluated again (tinygrad skips duplicates)."""
+        if proposal.candidate is None:
+            return proposal
+        for a in self.archive.attempts(task=task.name):
+            if a.source_hash == proposal.candidate.id and a.status is not None:
+                return dataclasses.replace(proposal, candidate=None,
+                                           failure=f"the same source as candidate #{a.id}, already evaluated")
+        return proposal
+
+    def _evaluate(self, judge: Judge, attempt: Attempt) -> None:
+        assert attempt.source is not None
+        started = time.monotonic()
+        before = incumbent([a for a in self.archive.attempts(task=attempt.task, run_id=attempt.run_id)
+                            if a.id != attempt.id])
+        result = judge.evaluate(Candidate(attempt.source, strategy=attempt.strategy or "", model=attempt.model or ""))
+        self.totals.gpu_seconds += time.monotonic() - started
+        self._gpu = self._gpu or str(result.hardware.get("gpu", ""))
+        evaluation_id = self.archive.add_evaluation(attempt.id, result)
+        evaluated = self.archive.attempt(attempt.id)
+        if attempt.model:
+            self.llm.record(attempt.model, beats(evaluated, before))
+        if result.correct and (result.speedup or 0.0) > self.cfg.review_above:
+            self._review(evaluation_id, evaluated, result)
+
+    def _review(self, evaluation_id: int, attempt: Attempt, result: EvalResult) -> None:
+        """A second LLM reads a suspiciously fast candidate and records its finding. Advisory only:
+        the evaluator's verdict stands (it is the guarantee; this is a second line of defence)."""
+        task_source = self.archive.task_source(attempt.task) or ""
+        ctx = PromptContext(task_name=attempt.task, task_source=task_source, device=self.eval_cfg.device or "cpu",
+                            current=_variant(attempt))
+        try:
+            completion = self.llm.complete(render("review", ctx), max_tokens=2048)
+        except LLMError as exc:
+            self.archive.set_review(evaluation_id, {"verdict": "unclear", "finding": f"review call failed: {exc}"})
+            return
+        self.archive.add_llm_call(attempt.run_id, attempt.task, completion.model, "review", completion.prompt_tokens,
+                                  completion.completion_tokens, completion.cost_usd, completion.seconds)
+        self.totals.tokens += completion.prompt_tokens + completion.completion_tokens
+        self.totals.cost_usd += completion.cost_usd
+        verdict, finding = parse_review(completion.text)
+        self.archive.set_review(evaluation_id, {"verdict": verdict, "finding": finding, "model": completion.model,
+                                                "speedup": result.speedup})
+
+    # -- budgets and reporting -----------------------------------------------------------------
+
+    def _stop_reason(self, run_id: str, task: Task) -> str:
+        b, t = self.cfg.budget, self.totals
+        if b.tokens is not None and t.tokens >= b.tokens:
+            return f"token budget spent ({t.tokens} of {b.tokens})"
+        if b.cost_usd is not None and t.cost_usd >= b.cost_usd:
+            return f"cost budget spent (${t.cost_usd:.2f} of ${b.cost_usd:.2f})"
+        if b.gpu_seconds is not None and t.gpu_seconds >= b.gpu_seconds:
+            return f"evaluation-time budget spent ({t.gpu_seconds:.0f} s of {b.gpu_seconds:.0f} s)"
+        if b.wall_seconds is not None and time.monotonic() - t.started >= b.wall_seconds:
+            return f"wall-time budget spent ({b.wall_seconds:.0f} s)"
+        best = incumbent(self.archive.attempts(task=task.name, run_id=run_id))
+        if b.target_speedup is not None and best is not None and (best.speedup or 0.0) >= b.target_speedup:
+            return f"target speedup {b.target_speedup:g}x reached"
+        return ""
+
+    def _show(self, progress: TaskProgress, attempts: Any, state: str) -> None:
+        attempts = list(attempts)
+        best = incumbent(attempts)
+        progress.state = state
+        progress.proposed = len(attempts)
+        progress.evaluated = sum(1 for a in attempts if a.status is not None)
+        progress.correct = sum(1 for a in attempts if a.correct)
+        progress.best_speedup = best.speedup if best else None
+        progress.tokens = sum((a.prompt_tokens or 0) + (a.completion_tokens or 0) for a in attempts)
+        progress.cost_usd = sum(a.cost_usd or 0.0 for a in attempts)
+        self.on_progress(progress)
+
+    def _outcome(self, run_id: str, task: Task) -> TaskOutcome:
+        attempts = self.archive.attempts(task=task.name, run_id=run_id)
+        best = incumbent(attempts)
+        return TaskOutcome(task.name, best, len(attempts), best is not None and improves_on_eager(best))
+
+
+def improves_on_eager(attempt: Attempt) -> bool:
+    """Faster than eager PyTorch by more than the two timings' spread."""
+    if attempt.candidate_ms is None or attempt.reference_ms is None:
+        return False
+    timing = result_field(attempt, "timing", {}) or {}
+    ref_iqr = ((timing.get("reference") or {}).get("iqr_ms")) or 0.0
+    return attempt.reference_ms - attempt.candidate_ms > (attempt.candidate_iqr_ms or 0.0) + ref_iqr
+
+
+def _variant(a: Attempt) -> Variant:
+    return Variant(source=a.source or "", status=a.status or "not evaluated", speedup=a.speedup,
+                   reason=a.reason or a.failure or "", analysis=a.analysis or "", task=a.task, candidate_id=a.id)
+
+
+def _resources(a: Attempt) -> str:
+    """What the evaluator knows of the candidate's resources: the compiler log's summary lines."""
+    log = str(result_field(a, "compile_log") or "")
+    lines = [ln for ln in log.splitlines() if any(k in ln for k in ("registers", "spill", "smem", "shared"))]
+    return "\n".join(lines[:20])

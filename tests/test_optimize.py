@@ -1,0 +1,123 @@
+"""The optimisation loop end to end on the CPU: recorded replies in, verified kernels and an archive out.
+
+The replies (examples/replay/cpu_suite.jsonl) are realistic and mixed: faithful ports, algebraic
+rewrites that are much faster, a reply with no code, a truncated one, a result cache keyed on
+input addresses, a program that fails to import, a wrong one. They are served by a real
+OpenAI-compatible HTTP server on loopback and reach the loop through the official SDK; the
+candidates are evaluated for real by the CPU evaluator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from warpforge import EvalConfig, load_task
+from warpforge.archive import Archive
+from warpforge.propose.llm import LLMClient, parse_model_specs
+from warpforge.propose.replay import ReplayServer
+from warpforge.search import Budget, OptimizeConfig, Optimizer
+
+ROOT = Path(__file__).resolve().parents[1]
+REPLIES = ROOT / "examples" / "replay" / "cpu_suite.jsonl"
+FAST_EVAL = EvalConfig(device="cpu", warmup_ms=5.0, rep_ms=20.0, min_reps=5, timeout_s=120.0)
+STATUSES = {"correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected"}
+
+
+def optimize_command(archive: Path, base_url: str, *tasks: str) -> list[str]:
+    return [sys.executable, "-m", "warpforge.cli", "optimize", *tasks, "--llm", "openai:replay", "--base-url", base_url,
+            "--device", "cpu", "--archive", str(archive), "--max-candidates", "4", "--generation-size", "2",
+            "--no-live", "--json"]
+
+
+def evaluations(path: Path) -> list[tuple[int, int, str]]:
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT id, candidate_id, status FROM evaluations ORDER BY id").fetchall()
+
+
+def test_a_run_killed_with_sigkill_resumes_without_losing_or_repeating_an_evaluation(tmp_path: Path) -> None:
+    archive = tmp_path / "archive.db"
+    env = {**os.environ, "OPENAI_API_KEY": "not-needed-for-a-local-server", "PYTHONPATH": str(ROOT / "src")}
+    with ReplayServer(REPLIES) as server:
+        command = optimize_command(archive, server.base_url, "level1/diag_matmul", "level2/rank1_matmul")
+        first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 start_new_session=True)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and first.poll() is None:
+            if archive.exists() and len(evaluations(archive)) >= 2:
+                break
+            time.sleep(0.2)
+        assert first.poll() is None, first.communicate()[1].decode()[-2000:]  # killed mid-run, not after it
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+        before = evaluations(archive)
+        assert len(before) >= 2
+
+        second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+        assert second.returncode in (0, 1), second.stderr[-2000:]
+        summary = json.loads(second.stdout)
+
+    after = evaluations(archive)
+    assert after[: len(before)] == before  # nothing committed was lost or rewritten
+    candidates = [c for _, c, _ in after]
+    assert len(candidates) == len(set(candidates))  # no candidate evaluated twice
+    with Archive(archive) as db:
+        runs = db.runs()
+        assert len(runs) == 1 and runs[0].status == "done" and summary["run_id"] == runs[0].id  # resumed, not restarted
+        for task in ("level1/diag_matmul", "level2/rank1_matmul"):
+            steps = db.steps(runs[0].id, task)
+            assert sorted(steps) == [0, 1, 2, 3]  # every slot proposed exactly once
+            for attempt in steps.values():
+                assert attempt.status in STATUSES or (attempt.source is None and attempt.failure)
+        assert not db.unevaluated(runs[0].id, "level1/diag_matmul")
+
+
+def test_the_loop_records_every_kind_of_reply_and_reviews_a_suspicious_speedup(tmp_path: Path) -> None:
+    llm = LLMClient(parse_model_specs([f"replay:{REPLIES}"]))
+    config = OptimizeConfig(strategy="evolve", eval=FAST_EVAL, generation_size=2, review_above=2.0,
+                            budget=Budget(candidates=4))
+    seen: list[str] = []
+    with Archive(tmp_path / "a.db") as archive:
+        summary = Optimizer(archive, llm, config, on_progress=lambda p: seen.append(p.state)).run(
+            [load_task("level1/diag_matmul")])
+        attempts = {a.step: a for a in archive.attempts(task="level1/diag_matmul")}
+        failures = " | ".join(a.failure for a in attempts.values() if a.failure)
+        statuses = sorted(a.status for a in attempts.values() if a.status)
+        best = archive.best("level1/diag_matmul")
+        reviews = [a.review for a in attempts.values() if a.review]
+    assert sorted(attempts) == [0, 1, 2, 3]
+    assert "no code block" in failures  # the reply without code is a recorded failure, not a crash
+    assert statuses.count("correct") == 2 and "compile_error" in statuses  # the import of a missing module
+    assert best is not None and "unsqueeze(1) * B" in (best.source or "")
+    assert summary.outcomes[0].best is not None and summary.outcomes[0].best.id == best.id
+    # the broadcast rewrite is far faster than the dense reference: the reviewer was asked about it
+    assert reviews and reviews[0]["verdict"] == "plausible"
+    assert "done" in seen and "evaluating" in seen
+
+
+def test_without_an_llm_optimize_says_what_to_set(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "WARPFORGE_LLM"}
+    done = subprocess.run([sys.executable, "-m", "warpforge.cli", "optimize", "level1/relu", "--archive",
+                           str(tmp_path / "a.db")], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2 and "--llm PROVIDER:MODEL" in done.stderr and "Traceback" not in done.stderr
+    closed = subprocess.run([sys.executable, "-m", "warpforge.cli", "optimize", "level1/relu", "--llm", "openai:m",
+                             "--base-url", "http://127.0.0.1:9/v1", "--archive", str(tmp_path / "a.db")],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert closed.returncode == 2 and "cannot reach" in closed.stderr and "Traceback" not in closed.stderr
+
+
+def test_an_unknown_task_or_strategy_is_a_usage_error(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "warpforge.cli", "optimize", "level9/nothing", "--llm",
+                           f"replay:{REPLIES}", "--archive", str(tmp_path / "a.db")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "unknown task" in done.stderr
+    bad = subprocess.run([sys.executable, "-m", "warpforge.cli", "optimize", "level1/relu", "--llm",
+                          f"replay:{REPLIES}", "--strategy", "annealing", "--archive", str(tmp_path / "a.db")],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "unknown strategy" in bad.stderr
