@@ -18,8 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from warpforge.archive import Archive
 from warpforge.archive_cli import DEFAULT_ARCHIVE
 from warpforge.errors import ConfigError, UsageError
+from warpforge.task import Task
 
 NO_LLM = ("no LLM configured: pass --llm PROVIDER:MODEL, e.g. --llm openai:gpt-4o (with OPENAI_API_KEY set), "
           "--llm anthropic:claude-sonnet-4-5 (with ANTHROPIC_API_KEY set), or --llm openai:MODEL --base-url "
@@ -61,7 +63,6 @@ def add_optimize_parser(sub: Any) -> None:
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from warpforge.archive import Archive
     from warpforge.config import EvalConfig
     from warpforge.propose.llm import LLMClient, parse_model_specs
     from warpforge.search.display import ProgressView
@@ -115,12 +116,12 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     return 0 if improved else 1
 
 
-def load_tasks(names: list[str], archive: Any) -> list[Any]:
+def load_tasks(names: list[str], archive: Archive) -> list[Task]:
     """Task files, directories of them, suite names (level1/softmax) and levels (level1), or the
     name of a task the archive already holds."""
     from warpforge.task import SUITE_DIR, load_task, suite_paths
 
-    tasks = []
+    tasks: list[Task] = []
     for name in names:
         path = Path(name)
         if path.is_dir() or (SUITE_DIR / name).is_dir():
