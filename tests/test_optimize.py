@@ -121,3 +121,28 @@ def test_an_unknown_task_or_strategy_is_a_usage_error(tmp_path: Path) -> None:
                           f"replay:{REPLIES}", "--strategy", "annealing", "--archive", str(tmp_path / "a.db")],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "unknown strategy" in bad.stderr
+
+
+def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path: Path) -> None:
+    archive = tmp_path / "archive.db"
+    command = [sys.executable, "-m", "warpforge.cli", "optimize", "level1/diag_matmul", "--llm", f"replay:{REPLIES}",
+               "--device", "cpu", "--archive", str(archive), "--max-candidates", "4", "--generation-size", "2",
+               "--no-live"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and run.poll() is None and not (archive.exists() and evaluations(archive)):
+        time.sleep(0.2)
+    assert run.poll() is None, run.communicate()[1][-2000:]
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 130 and "resume" in err and "Traceback" not in err, err[-2000:]
+    with Archive(archive) as db:
+        assert [r.status for r in db.runs()] == ["stopped"]
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode in (0, 1), again.stderr[-2000:]
+    with Archive(archive) as db:
+        assert [r.status for r in db.runs()] == ["done"]
+        assert sorted(db.steps(db.runs()[0].id, "level1/diag_matmul")) == [0, 1, 2, 3]
+    candidates = [c for _, c, _ in evaluations(archive)]
+    assert len(candidates) == len(set(candidates))
