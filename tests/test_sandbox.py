@@ -95,3 +95,65 @@ def test_a_paused_child_does_nothing_until_resumed(tmp_path):
     finally:
         child.kill()
     assert _state(child.proc.pid) == ""
+
+
+def test_the_host_programs_own_processes_are_never_reaped(tmp_path):
+    """A host (a training loop with DataLoader workers, a test runner) may start processes of its
+    own at any time; cleaning up after candidates must not kill them or their process group."""
+    import subprocess
+
+    from warpforge.evaluate.sandbox import Child, reap_orphans
+
+    child = Child(script(tmp_path, "print('x')\n"), [], env=env_for(tmp_path), output_limit_bytes=4096)
+    child.wait(timeout_s=60, mem_limit_mb=4096)
+    host_worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # same session as us
+    try:
+        reap_orphans()
+        time.sleep(0.2)
+        assert host_worker.poll() is None
+    finally:
+        host_worker.kill()
+        host_worker.wait()
+
+
+def test_children_die_with_their_parent_even_when_paused(tmp_path):
+    """A host killed while its spare candidate processes are paused must not leave them behind."""
+    import os
+    import signal
+    import subprocess
+
+    pid_file = tmp_path / "child.pid"
+    host = tmp_path / "host.py"
+    (tmp_path / "child_mod.py").write_text(textwrap.dedent(f"""
+        import os, pathlib, time
+        from warpforge.evaluate.sandbox import die_with_parent
+        die_with_parent()
+        pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))
+        time.sleep(120)
+    """))
+    host.write_text(textwrap.dedent("""
+        import time
+        from warpforge.evaluate.sandbox import Child
+        child = Child("child_mod", [], output_limit_bytes=4096)
+        time.sleep(120)
+    """))
+    proc = subprocess.Popen([sys.executable, str(host)], env=env_for(tmp_path), start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child_pid = int(pid_file.read_text())
+    os.kill(child_pid, signal.SIGSTOP)  # paused, as spares are while something is timed
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{child_pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(child_pid, signal.SIGKILL)
+        raise AssertionError("the paused child outlived its parent")

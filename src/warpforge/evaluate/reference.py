@@ -30,7 +30,7 @@ from warpforge.errors import TaskError
 from warpforge.evaluate import bench, hardware
 from warpforge.evaluate.inputs import DEFAULT_DISTS, apply_distribution, fast_serialization, split_outputs
 from warpforge.evaluate import debug
-from warpforge.evaluate.sandbox import Channel
+from warpforge.evaluate.sandbox import Channel, die_with_parent
 from warpforge.evaluate.verify import Comparison, Tolerance, compare, error_stats, summarize_reference
 from warpforge.task import eval_metadata_expr, import_task_module, load_task
 
@@ -39,6 +39,7 @@ SCALARS = (int, float, bool)
 
 def main(spec_path: str) -> None:
     """Load the task once, then serve requests: one line of JSON on stdin each, EOF to quit."""
+    die_with_parent()
     channel = Channel()
     debug.dump_stacks_if_asked()
     fast_serialization()

@@ -125,6 +125,23 @@ def become_subreaper() -> None:
             pass
 
 
+def die_with_parent() -> None:
+    """Called first thing in a child: the kernel kills it (SIGKILL works on a stopped process too)
+    when the process that started it dies, so a crashed or killed host leaves no spare behind,
+    paused or not. Linux only; elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        parent = os.getppid()
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
 def reap_orphans(max_passes: int = 200) -> int:
     """Kill every process re-parented to us that we did not start, with its process group; repeat
     until a pass finds none (a daemon that keeps re-forking is caught between forks)."""
@@ -134,7 +151,12 @@ def reap_orphans(max_passes: int = 200) -> int:
         if not found:
             return killed
         for pid in found:
-            for kill in (lambda: os.killpg(os.getpgid(pid), signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+            # its whole group, unless that is ours (never: _orphans skips our session; belt and braces)
+            group = _group(pid)
+            kills = [lambda: os.kill(pid, signal.SIGKILL)]
+            if group not in (None, os.getpgrp()):
+                kills.insert(0, lambda: os.killpg(group, signal.SIGKILL))  # type: ignore[arg-type]
+            for kill in kills:
                 try:
                     kill()
                 except (OSError, ProcessLookupError):
@@ -148,24 +170,37 @@ def reap_orphans(max_passes: int = 200) -> int:
     return killed
 
 
+def _group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
 def _orphans() -> list[int]:
+    """Processes re-parented to us from an evaluator child's session. A process in our own
+    session is the host program's (a DataLoader worker, a subprocess it started) and is never
+    touched: every evaluator child starts a new session, and so do its descendants unless they
+    start yet another one."""
     me, found = os.getpid(), []
+    own_session = os.getsid(0)
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                fields = f.read().rsplit(")", 1)[1].split()
+            ppid, session = int(fields[1]), int(fields[3])
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == me and int(entry) not in _LIVE_CHILDREN and int(entry) not in _OWN_CHILDREN:
+        if ppid == me and session != own_session and int(entry) not in _LIVE_CHILDREN | _OWN_CHILDREN:
             found.append(int(entry))
     return found
 
 
 _LIVE_CHILDREN: set[int] = set()
 # children this process had before it first started an evaluator child: the host program's own,
-# never to be reaped (a host starting processes *during* an evaluation is not told apart)
+# never to be reaped (those in our own session are never reaped anyway, whenever they started)
 _OWN_CHILDREN: set[int] = set()
 _OWN_RECORDED = False
 

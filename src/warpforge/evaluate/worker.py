@@ -44,6 +44,7 @@ class Rejected(Exception):
 
 
 def main() -> None:
+    sandbox.die_with_parent()
     channel = sandbox.Channel()
     debug.dump_stacks_if_asked()
     fast_serialization()
