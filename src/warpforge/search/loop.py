@@ -256,10 +256,11 @@ class Optimizer:
             stepping_stones=tuple(_variant(a) for a in plan.stones))
 
     def _dedupe(self, run_id: str, task: Task, proposal: Proposal) -> Proposal:
-        """A source already evaluated for this task is not evaluated again (tinygrad skips duplicates)."""
+        """A source already evaluated for this task in this run is not evaluated again (tinygrad skips
+        duplicates); another run may be on other hardware, so its results are not reused."""
         if proposal.candidate is None:
             return proposal
-        for a in self.archive.attempts(task=task.name):
+        for a in self.archive.attempts(task=task.name, run_id=run_id):
             if a.source_hash == proposal.candidate.id and a.status is not None:
                 return dataclasses.replace(proposal, candidate=None,
                                            failure=f"the same source as candidate #{a.id}, already evaluated")
