@@ -297,6 +297,71 @@ def test_directory_and_foreign_database_and_newer_schema_are_usage_errors(tmp_pa
         Archive(newer)
 
 
+# -- read-only -----------------------------------------------------------------------------------
+
+def test_read_only_creates_nothing_for_a_missing_path(tmp_path):
+    with pytest.raises(UsageError, match="does not exist"):
+        Archive(tmp_path / "sub" / "a.db", read_only=True)
+    with pytest.raises(UsageError, match="does not exist"):
+        Archive(tmp_path, read_only=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_read_only_refuses_every_write_and_leaves_the_file_as_it_was(archive):
+    run = archive.start_run({}, seed=0)
+    archive.add_task(task())
+    cid = add(archive, run, 0, "A\n", result())
+    archive.close()
+    before = archive.path.read_bytes()
+    with Archive(archive.path, read_only=True) as ro:
+        writes = [lambda: ro.start_run({}, seed=1), lambda: ro.start_run({}, seed=1, run_id=run),
+                  lambda: ro.finish_run(run, "done"), lambda: ro.add_task(task("level1/other")),
+                  lambda: ro.add_candidate(run, proposal("B\n"), 1), lambda: ro.add_evaluation(cid, result()),
+                  lambda: ro.set_review(1, {"verdict": "fine"}),
+                  lambda: ro.add_llm_call(run, TASK, "fake:model", "review", 1, 1, 0.0, 0.1)]
+        for write in writes:
+            with pytest.raises(UsageError, match="read-only"):
+                write()
+        assert [a.id for a in ro.attempts()] == [cid] and ro.runs()[0].status == "running"
+        assert ro.task_path(TASK) == f"/tasks/{TASK}.py" and ro.task_path("level1/none") is None
+        assert ro.task_usage() == {TASK: (150, 0.01)}
+    assert archive.path.read_bytes() == before
+
+
+def test_read_only_sees_what_a_running_writer_committed(archive):
+    run = archive.start_run({}, seed=0)
+    add(archive, run, 0, "A\n", result())
+    with Archive(archive.path, read_only=True) as ro:
+        assert len(ro.attempts()) == 1
+        add(archive, run, 1, "B\n", result())
+        assert len(ro.attempts()) == 2
+
+
+def test_read_only_refuses_what_is_not_an_archive_and_changes_nothing(tmp_path):
+    junk = tmp_path / "notes.txt"
+    junk.write_text("these are my notes, not a database\n" * 100)
+    with pytest.raises(UsageError, match="not an SQLite file"):
+        Archive(junk, read_only=True)
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    with pytest.raises(UsageError, match="not a warpforge archive .it has no candidates, evaluations"):
+        Archive(empty, read_only=True)
+    assert empty.stat().st_size == 0  # no schema was created
+    foreign = tmp_path / "foreign.db"
+    sqlite3.connect(foreign).execute("CREATE TABLE users(name TEXT)").connection.close()
+    with pytest.raises(UsageError, match="not a warpforge archive"):
+        Archive(foreign, read_only=True)
+    assert sqlite3.connect(foreign).execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    newer = tmp_path / "newer.db"
+    Archive(newer).close()
+    con = sqlite3.connect(newer)
+    con.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    with pytest.raises(UsageError, match="schema version 2"):
+        Archive(newer, read_only=True)
+
+
 # -- exports -------------------------------------------------------------------------------------
 
 def read_rows(path: Path, fmt: str) -> list[dict]:

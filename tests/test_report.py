@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from warpforge.errors import UsageError
-from warpforge.report.html import _diff, _page_names, add_report_parser, cmd_report, write_report
+from warpforge.report.html import add_report_parser, cmd_report, write_report
+from warpforge.report.pages import _diff, _page_names
 
 SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);

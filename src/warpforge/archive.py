@@ -2,9 +2,10 @@
 
 Written as results arrive (each write is its own committed transaction, WAL mode), so a run
 killed at any point resumes from what was recorded (`steps`, `unevaluated`). One connection
-guarded by a lock serves every thread. The schema is a contract other modules and tools read
-directly (docs/archive.md). This module stores and queries; it does not choose what to try next
-(search/), render reports or export datasets (report/), and it never deletes or migrates rows.
+guarded by a lock serves every thread; `read_only=True` opens an existing archive without
+changing anything (the report). The schema is a contract other modules and tools read directly
+(docs/archive.md). This module stores and queries; it does not choose what to try next (search/),
+render reports or export datasets (report/), and it never deletes or migrates rows.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from warpforge.task import Task
 SCHEMA_VERSION = "1"
 RUN_STATUSES = ("running", "done", "stopped")
 LANGUAGES = ("cuda", "nvrtc", "triton", "cpp", "pytorch", "unknown")
+TABLES = frozenset({"meta", "runs", "tasks", "candidates", "evaluations", "llm_calls"})
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
@@ -165,21 +167,33 @@ def _from_json(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-class Archive:
-    """The SQLite archive at `path` (created with its parent folders when missing)."""
+def _decode(raw: bytes) -> str:
+    # Text written by other tools need not be valid UTF-8; one bad byte must not make a row unreadable.
+    return raw.decode("utf-8", errors="replace")
 
-    def __init__(self, path: str | Path) -> None:
+
+class Archive:
+    """The SQLite archive at `path` (created with its parent folders when missing), or with
+    `read_only=True` an existing archive opened `mode=ro`: nothing is created or changed, so it
+    is safe beside a running search, and every write raises UsageError."""
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
+        self.read_only = read_only
+        self._lock = threading.Lock()
+        if read_only:
+            self._open_read_only()
+            return
         if self.path.is_dir():
             raise UsageError(f"archive path {self.path} is a directory: give a file path such as {self.path}/warpforge-archive.db")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
         try:
             # isolation_level=None: autocommit, each statement is committed when it returns.
             self._conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
         except sqlite3.Error as exc:
             raise UsageError(f"cannot open archive {self.path} ({exc}): give a writable file path") from None
         self._conn.row_factory = sqlite3.Row
+        self._conn.text_factory = _decode
         try:
             self._open()
         except sqlite3.DatabaseError as exc:
@@ -195,10 +209,7 @@ class Archive:
         if tables and "meta" not in tables:
             raise UsageError(f"{self.path} is an SQLite database but not a warpforge archive: give another --archive path")
         if "meta" in tables:
-            row = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is None or row[0] != SCHEMA_VERSION:
-                raise UsageError(f"{self.path} has archive schema version {row[0] if row else 'unknown'} but this "
-                                 f"warpforge reads version {SCHEMA_VERSION}: upgrade warpforge or use another --archive path")
+            self._check_version()
         self._conn.execute("PRAGMA journal_mode=WAL")
         # FULL: a committed result survives a power cut too, not only a killed process; results
         # arrive about once a second, so one fsync each costs nothing that matters.
@@ -206,6 +217,40 @@ class Archive:
         if not tables:
             self._conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA}INSERT OR IGNORE INTO meta VALUES "
                                      f"('schema_version', '{SCHEMA_VERSION}');COMMIT;")
+
+    def _open_read_only(self) -> None:
+        hint = "pass the path of the archive that warpforge optimize wrote"
+        if not self.path.is_file():
+            raise UsageError(f"archive {self.path} does not exist: {hint}")
+        try:
+            # as_uri: a '?', '#' or '%' in the path must not be read as part of the URI.
+            self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0,
+                                         check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise UsageError(f"cannot open archive {self.path} ({exc}): check that it is readable") from None
+        self._conn.row_factory = sqlite3.Row
+        self._conn.text_factory = _decode
+        try:
+            tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if TABLES - tables:
+                raise UsageError(f"{self.path} is not a warpforge archive (it has no "
+                                 f"{', '.join(sorted(TABLES - tables))} table): {hint}")
+            self._check_version()
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            if exc.sqlite_errorname == "SQLITE_NOTADB":
+                raise UsageError(f"{self.path} is not an SQLite file: {hint}") from None
+            raise UsageError(f"cannot read archive {self.path} ({exc}): check that it and its folder are "
+                             "readable") from None
+        except UsageError:
+            self._conn.close()
+            raise
+
+    def _check_version(self) -> None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None or row[0] != SCHEMA_VERSION:
+            raise UsageError(f"{self.path} has archive schema version {row[0] if row else 'unknown'} but this "
+                             f"warpforge reads version {SCHEMA_VERSION}: upgrade warpforge or use another --archive path")
 
     def close(self) -> None:
         with self._lock:
@@ -218,7 +263,12 @@ class Archive:
                  tb: TracebackType | None) -> None:
         self.close()
 
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise UsageError(f"archive {self.path} is open read-only: open it with Archive(path) to write to it")
+
     def _write(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        self._check_writable()
         with self._lock:
             return self._conn.execute(sql, params)
 
@@ -259,6 +309,7 @@ class Archive:
         """Record one proposal (with or without a program); idempotent on (run_id, task, step)."""
         if language not in LANGUAGES:
             raise UsageError(f"language {language!r} is not one of {', '.join(LANGUAGES)}")
+        self._check_writable()
         cand = proposal.candidate
         with self._lock:
             self._conn.execute(
@@ -275,6 +326,7 @@ class Archive:
         return int(row[0])
 
     def add_evaluation(self, candidate_id: int, result: EvalResult) -> int:
+        self._check_writable()
         cand = self._read("SELECT run_id, task FROM candidates WHERE id=?", (candidate_id,))
         if not cand:
             raise UsageError(f"no candidate #{candidate_id} in archive {self.path}: add it with add_candidate first")
@@ -367,20 +419,26 @@ class Archive:
         by_task: dict[str, list[Attempt]] = {name: [] for name in self.tasks()}
         for a in self.attempts():
             by_task[a.task].append(a)
-        usage = {r[0]: (r[1], r[2]) for r in self._read(
-            "SELECT task, SUM(COALESCE(prompt_tokens, 0) + COALESCE(completion_tokens, 0)), "
-            "SUM(COALESCE(cost_usd, 0)) FROM llm_calls GROUP BY task")}
+        usage = self.task_usage()
         summaries = []
         for name, attempts in sorted(by_task.items()):
             timed = [a for a in attempts if a.timed]
             best = max(timed, key=lambda a: (a.speedup or 0.0, -a.id)) if timed else None
-            tokens, cost = usage.get(name, (0, 0.0)) if usage else (sum(a.tokens for a in attempts),
-                                                                    sum(a.cost_usd for a in attempts))
+            tokens, cost = usage.get(name, (0, 0.0))
             summaries.append(TaskSummary(
                 task=name, attempts=len(attempts), evaluated=sum(a.evaluation_id is not None for a in attempts),
                 correct=sum(bool(a.correct) for a in attempts), best_speedup=best.speedup if best else None,
                 best_candidate_id=best.id if best else None, tokens=int(tokens), cost_usd=float(cost)))
         return summaries
+
+    def task_usage(self) -> dict[str, tuple[int, float]]:
+        """(tokens, cost in USD) per task: from llm_calls (which also sees calls that made no
+        candidate) when any were logged, else from the candidates' own counts."""
+        sums = "SUM(COALESCE(prompt_tokens, 0) + COALESCE(completion_tokens, 0)), SUM(COALESCE(cost_usd, 0))"
+        rows = self._read(f"SELECT task, {sums} FROM llm_calls GROUP BY task")
+        if not rows:
+            rows = self._read(f"SELECT task, {sums} FROM candidates GROUP BY task")
+        return {r[0]: (int(r[1] or 0), float(r[2] or 0.0)) for r in rows}
 
     def runs(self) -> list[RunRow]:
         """Every run, oldest first."""
@@ -394,6 +452,11 @@ class Archive:
 
     def task_source(self, name: str) -> str | None:
         rows = self._read("SELECT source FROM tasks WHERE name=?", (name,))
+        return rows[0][0] if rows else None
+
+    def task_path(self, name: str) -> str | None:
+        """The task file's path as recorded when the task was added (it may not exist here)."""
+        rows = self._read("SELECT path FROM tasks WHERE name=?", (name,))
         return rows[0][0] if rows else None
 
 
