@@ -18,8 +18,6 @@ import shutil
 import tempfile
 import time
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +108,7 @@ class Judge:
             dead[0].kill()
             shutil.rmtree(dead[1].parent, ignore_errors=True)
         # started before the reference process loads the task, so their imports overlap it
-        self._top_up(max(1, self.spares + 1 if self._draws == 0 else 1))
+        self._top_up(self.spares + 1 if self._draws == 0 else 1)
         if self._server is not None and self._server.proc.poll() is not None:
             self._server.kill()  # died while idle (killed by the OOM killer or by a candidate): start another
             self._server = None
@@ -159,18 +157,6 @@ class Judge:
         """Start candidate processes until `count` (default: the spares) are waiting."""
         while len(self._workers) < (self.spares if count is None else count):
             self._start_worker()
-
-    @contextmanager
-    def _spares_paused(self) -> Iterator[None]:
-        """Stop every waiting candidate process while something is timed; resume them after."""
-        paused = [child for child, _ in self._workers]
-        for child in paused:
-            child.pause()
-        try:
-            yield
-        finally:
-            for child in paused:
-                child.resume()
 
     def _run_candidate(self, worker: Child, workdir: Path, candidate: Candidate, reference: Reference,
                        kernel_names: tuple[str, ...], base: EvalResult) -> EvalResult:
