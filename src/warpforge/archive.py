@@ -396,6 +396,15 @@ class Archive:
         found = self._attempts(where, params, "e.speedup DESC, c.id LIMIT 1")
         return found[0] if found else None
 
+    def recent(self, task: str, limit: int, hardware_key: str | None = None) -> list[Attempt]:
+        """The task's `limit` most recently evaluated attempts, newest first (on one machine if a key is given)."""
+        where = "c.task=? AND e.id IS NOT NULL"
+        params: list[Any] = [task]
+        if hardware_key is not None:
+            where += " AND e.hardware_key=?"
+            params.append(hardware_key)
+        return self._attempts(where, params, f"e.id DESC LIMIT {max(int(limit), 0)}")
+
     def attempt(self, candidate_id: int) -> Attempt:
         found = self._attempts("c.id=?", (candidate_id,))
         if not found:
