@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tasks", help="list the built-in task suite, or the tasks of a KernelBench-style tree")
     t.add_argument("--root", help="a directory of level1/, level2/... folders (e.g. KernelBench/KernelBench)")
     t.add_argument("--json", action="store_true")
+    from warpforge.agent.cli import add_agent_parsers
     from warpforge.archive_cli import add_archive_parser
     from warpforge.report.html import add_report_parser
     from warpforge.search.cli import add_optimize_parser
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_optimize_parser(sub)
     add_archive_parser(sub)
     add_report_parser(sub)
+    add_agent_parsers(sub)
     return parser
 
 
@@ -170,12 +172,13 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def _commands() -> dict[str, Callable[[argparse.Namespace], int]]:
+    from warpforge.agent.cli import cmd_agent, cmd_mcp
     from warpforge.archive_cli import cmd_archive
     from warpforge.report.html import cmd_report
     from warpforge.search.cli import cmd_optimize
 
     return {"eval": cmd_eval, "demo": cmd_demo, "tasks": cmd_tasks, "optimize": cmd_optimize,
-            "archive": cmd_archive, "report": cmd_report}
+            "archive": cmd_archive, "report": cmd_report, "mcp": cmd_mcp, "agent": cmd_agent}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

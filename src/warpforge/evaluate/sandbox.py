@@ -128,7 +128,9 @@ def become_subreaper() -> None:
 def die_with_parent() -> None:
     """Called first thing in a child: the kernel kills it (SIGKILL works on a stopped process too)
     when the process that started it dies, so a crashed or killed host leaves no spare behind,
-    paused or not. Linux only; elsewhere a no-op."""
+    paused or not. Linux only; elsewhere a no-op. The kernel ties this to the *thread* that
+    started the child: start Judges from a long-lived thread (the main one, or a dedicated
+    executor thread), not from a pool that retires idle threads."""
     if not sys.platform.startswith("linux"):
         return
     try:

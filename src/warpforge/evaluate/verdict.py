@@ -150,7 +150,7 @@ def _decide_bench(by_type: dict[str, dict[str, Any]], reference: Reference, cfg:
         warnings.append(f"{bench['native_threads_added']} native threads appeared during the timed calls")
     roofline = _roofline(reference, timing, cfg)
     kernels = by_type.get("profile", {})
-    kernels = {k: v for k, v in kernels.items() if k != "type"}
+    kernels = {k: v for k, v in kernels.items() if k not in ("type", "_received")}  # not the channel's stamp
     result = with_verdict(common, "correct", comparison.reason, "done", candidate=timing, roofline=roofline,
                    kernels=kernels, warnings=tuple(warnings))
     fraction = roofline.get("fraction")

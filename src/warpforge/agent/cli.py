@@ -1,0 +1,208 @@
+"""`warpforge mcp` and `warpforge agent task|eval|profile|history|search|best|tasks`: argument parsing only.
+
+`mcp` serves the agent tools (tools.py) over MCP (server.py); `agent VERB` calls one tool and
+prints its dict as one JSON object on stdout. Exit codes: 0 success; 1 a negative result (a
+candidate not correct, no verified kernel yet, the harness failing); 2 a usage error, with one
+sentence on stderr. The device comes from --device, else WARPFORGE_DEVICE, else CUDA when a GPU
+is visible; the agent's name from --agent-name, else WARPFORGE_AGENT, else "agent".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from warpforge.archive_cli import DEFAULT_ARCHIVE
+
+NO_MCP = "warpforge mcp needs the MCP SDK (mcp 2 or later): pip install 'warpforge[agent]'"
+
+
+def add_agent_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add `mcp` and `agent` to warpforge's subcommands."""
+    add_mcp_arguments(sub.add_parser(
+        "mcp", help="serve the agent tools (task, evaluate, profile, history, search, best) over MCP",
+        description="Serve warpforge's agent tools to a coding agent over the Model Context Protocol: stdio by "
+                    "default, streamable HTTP with --http."))
+    archive = argparse.ArgumentParser(add_help=False)
+    archive.add_argument("--archive", default=DEFAULT_ARCHIVE, help=f"archive file (default: ./{DEFAULT_ARCHIVE})")
+    device = argparse.ArgumentParser(add_help=False)
+    device.add_argument("--device", choices=["cpu", "cuda"],
+                        help="default: $WARPFORGE_DEVICE, else cuda when a GPU is visible, else cpu")
+    agent = argparse.ArgumentParser(add_help=False)
+    agent.add_argument("--agent-name", help="recorded as the model of each attempt (default: $WARPFORGE_AGENT or agent)")
+    agent.add_argument("--analysis-file", help="a file with why this candidate should be faster (stored with it)")
+    agent.add_argument("--parent", type=int, action="append", default=[], metavar="ATTEMPT_ID",
+                       help="an attempt this candidate builds on (repeatable; stored as lineage)")
+
+    p = sub.add_parser("agent", help="the agent tools as commands that print one JSON object",
+                       description="The tools `warpforge mcp` serves, as commands for agents that run shell commands.")
+    verbs = p.add_subparsers(dest="agent_command", required=True)
+    verbs.add_parser("tasks", parents=[archive], help="the suite's tasks and the archive's, with their best speedups")
+    task = verbs.add_parser("task", parents=[archive, device], help="a task's reference, shapes, tolerance, baselines")
+    task.add_argument("task", help="suite task name (level1/softmax) or task file")
+    for verb, what in (("eval", "compile, verify and time a candidate; record it"),
+                       ("profile", "which kernels a candidate ran, its compiler log and stage times")):
+        v = verbs.add_parser(verb, parents=[archive, device, agent], help=what)
+        v.add_argument("task", help="suite task name (level1/softmax) or task file")
+        v.add_argument("candidate", help="candidate file defining class ModelNew")
+    history = verbs.add_parser("history", parents=[archive], help="earlier scored attempts of a task, newest first")
+    history.add_argument("task")
+    history.add_argument("--limit", type=int, default=10, help="how many attempts (default 10, at most 100)")
+    history.add_argument("--no-source", action="store_true", help="leave the sources out")
+    search = verbs.add_parser("search", parents=[archive], help="best kernels of the most similar other tasks")
+    search.add_argument("task")
+    search.add_argument("-k", type=int, default=3, help="how many other tasks (default 3)")
+    best = verbs.add_parser("best", parents=[archive], help="the fastest verified kernel of a task")
+    best.add_argument("task")
+    best.add_argument("--hardware-key", help="only timings from this machine")
+
+
+def add_mcp_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--http", metavar="HOST:PORT",
+                   help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (PORT alone: on 127.0.0.1)")
+    p.add_argument("--archive", default=DEFAULT_ARCHIVE, help=f"archive file (default: ./{DEFAULT_ARCHIVE})")
+    p.add_argument("--device", choices=["cpu", "cuda"],
+                   help="default device for evaluations: $WARPFORGE_DEVICE, else cuda when a GPU is visible")
+    p.add_argument("--agent-name", help="recorded as the model of each attempt (default: $WARPFORGE_AGENT or agent)")
+
+
+def parse_http(value: str) -> tuple[str, int]:
+    """HOST:PORT, [IPv6]:PORT, :PORT or PORT; the host defaults to 127.0.0.1 (this machine only)."""
+    from warpforge.errors import UsageError
+
+    host, _, port = value.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--http {value!r}: give HOST:PORT or PORT, e.g. --http 127.0.0.1:8765")
+    return host, int(port)
+
+
+def _check_port(host: str, port: int) -> None:
+    """Fail now, with one sentence, rather than inside the HTTP server's start-up."""
+    import socket
+
+    from warpforge.errors import UsageError
+
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port} ({exc.strerror or exc}): pick another --http port "
+                         "or host") from None
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    try:
+        import mcp.server.mcpserver  # noqa: F401  (only to find out whether the SDK is there)
+    except ImportError:
+        print(f"warpforge: {NO_MCP}", file=sys.stderr)
+        return 2
+    from warpforge.agent.server import build_server
+    from warpforge.agent.tools import AgentTools
+    from warpforge.errors import UsageError
+
+    try:
+        device = _device(args.device)
+        http = parse_http(args.http) if args.http else None
+        if http is not None:
+            _check_port(*http)
+        if device == "cuda":
+            from warpforge.config import cuda_available
+
+            if not cuda_available():
+                raise UsageError("the device is cuda but torch sees no CUDA GPU: pass --device cpu or unset "
+                                 "WARPFORGE_DEVICE")
+    except UsageError as exc:
+        print(f"warpforge: {exc}", file=sys.stderr)
+        return 2
+    tools = AgentTools(args.archive, device=device, agent_name=_agent_name(args), interface="mcp")
+    server = build_server(tools)
+
+    def stop(signum: int, frame: Any) -> None:
+        # An exception raised here would wait for the SDK's thread blocked reading stdin; leave at once
+        # instead, with the evaluators stopped and the run marked stopped. (Under --http, uvicorn takes
+        # these signals while it serves and shuts down cleanly; the run is then marked done below.)
+        tools.close("stopped")
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        if http is None:
+            server.run("stdio")  # returns when the client closes our stdin
+        else:
+            print(f"warpforge: serving MCP at http://{http[0]}:{http[1]}/mcp (archive {args.archive})", file=sys.stderr)
+            server.run("streamable-http", host=http[0], port=http[1])
+    finally:
+        tools.close()
+    return 0
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    from warpforge.agent.tools import FAILURE_CODES, MAX_SOURCE_BYTES, AgentTools
+    from warpforge.config import EvalConfig
+    from warpforge.errors import UsageError
+
+    verb = args.agent_command
+    try:
+        device = _device(getattr(args, "device", None))
+        source = _read(args.candidate, MAX_SOURCE_BYTES) if verb in ("eval", "profile") else ""
+        analysis = _read(args.analysis_file, 64 << 10) if getattr(args, "analysis_file", None) else ""
+    except UsageError as exc:
+        print(f"warpforge: {exc}", file=sys.stderr)
+        return 2
+    # one evaluation per call: no spare candidate process is worth starting
+    with AgentTools(args.archive, device=device, agent_name=_agent_name(args), interface="cli",
+                    eval_config=EvalConfig(spare_workers=0)) as tools:
+        out: dict[str, Any] = {
+            "tasks": lambda: tools.list_tasks(),
+            "task": lambda: tools.get_task(args.task),
+            "eval": lambda: tools.evaluate(args.task, source, analysis=analysis, parents=args.parent),
+            "profile": lambda: tools.profile(args.task, source),
+            "history": lambda: tools.history(args.task, args.limit, not args.no_source),
+            "search": lambda: tools.search_archive(args.task, args.k),
+            "best": lambda: tools.best(args.task, args.hardware_key),
+        }[verb]()
+    if "error" in out:
+        print(f"warpforge: {out['error']['message']}", file=sys.stderr)
+        return 1 if out["error"]["code"] in FAILURE_CODES else 2
+    print(json.dumps(out))
+    if verb in ("eval", "profile"):
+        return 0 if out.get("correct") else 1
+    if verb == "best":
+        return 0 if out["found"] else 1
+    return 0
+
+
+def _device(flag: str | None) -> str | None:
+    from warpforge.errors import UsageError
+
+    device = flag or os.environ.get("WARPFORGE_DEVICE") or None
+    if device not in (None, "cpu", "cuda"):
+        raise UsageError(f"WARPFORGE_DEVICE={device!r} is not cpu or cuda: set it to one of them, or unset it")
+    return device
+
+
+def _agent_name(args: argparse.Namespace) -> str:
+    return getattr(args, "agent_name", None) or os.environ.get("WARPFORGE_AGENT") or "agent"
+
+
+def _read(path: str, limit: int) -> str:
+    from warpforge.errors import UsageError
+
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"{path} is not a file: give the path of a .py file")
+    if p.stat().st_size > limit:
+        raise UsageError(f"{path} is {p.stat().st_size} bytes, over the {limit >> 10} KiB limit")
+    try:
+        return p.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
+
