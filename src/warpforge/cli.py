@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true")
     from warpforge.agent.cli import add_agent_parsers
     from warpforge.archive_cli import add_archive_parser
+    from warpforge.gemm.cli import add_gemm_parser
     from warpforge.report.html import add_report_parser
     from warpforge.search.cli import add_optimize_parser
 
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_archive_parser(sub)
     add_report_parser(sub)
     add_agent_parsers(sub)
+    add_gemm_parser(sub)
     return parser
 
 
@@ -174,11 +176,12 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 def _commands() -> dict[str, Callable[[argparse.Namespace], int]]:
     from warpforge.agent.cli import cmd_agent, cmd_mcp
     from warpforge.archive_cli import cmd_archive
+    from warpforge.gemm.cli import cmd_gemm
     from warpforge.report.html import cmd_report
     from warpforge.search.cli import cmd_optimize
 
     return {"eval": cmd_eval, "demo": cmd_demo, "tasks": cmd_tasks, "optimize": cmd_optimize,
-            "archive": cmd_archive, "report": cmd_report, "mcp": cmd_mcp, "agent": cmd_agent}
+            "archive": cmd_archive, "report": cmd_report, "mcp": cmd_mcp, "agent": cmd_agent, "gemm": cmd_gemm}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

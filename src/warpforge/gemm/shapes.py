@@ -59,8 +59,9 @@ class GemmShape:
 
     @property
     def aligned(self) -> bool:
-        """All dims multiples of 8 (16-byte rows in fp16/bf16), what cuBLAS's fast paths want."""
-        return self.M % 8 == 0 and self.N % 8 == 0 and self.K % 8 == 0
+        """K and N multiples of 8: 16-byte rows of A, B and C in fp16/bf16 (either layout), what
+        cuBLAS's fast kernels and TMA need. M is free: it is never the contiguous dimension."""
+        return self.N % 8 == 0 and self.K % 8 == 0
 
     @property
     def key(self) -> tuple[int, int, int, str]:

@@ -1,0 +1,212 @@
+"""`warpforge gemm bench`: the dispatcher against every baseline, per shape, offline and server mode.
+
+Measured on fresh operands (a different seed from tuning, so a choice is not judged on the data
+it was picked with) through `evaluate.bench.time_calls`:
+- offline: calls back to back, L2 flushed by a read before each, device time between events;
+- server: a random 1-20 ms idle gap before each call (clocks and caches go cold, as in CUDA-L2's
+  server mode); device time and host latency (wall clock around call + sync) both reported.
+
+Per shape: torch.matmul in the caller's layout and in the other layout, cuBLASLt's heuristic
+first choice and the fastest of all the algorithms it returns (autotuned; its pick is re-made
+here on fresh data, which favours the baseline), torch.compile(mode="max-autotune") on the first
+`compile_shapes` shapes spread over the list (it compiles for tens of seconds per shape), and `warpforge.gemm.matmul`
+itself. When the dispatcher picks torch.matmul it runs the same kernel, so its time is torch's
+time; every other choice is timed through the dispatcher.
+
+Results are rewritten after each shape (resumable: measured shapes are skipped on a re-run).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from warpforge.evaluate.hardware import fingerprint
+from warpforge.gemm import choices, dispatch
+from warpforge.gemm.shapes import GemmShape
+from warpforge.gemm.tune import FINAL, SCREEN, ShapeBench, device_name, gpu_slug
+
+MODES = ("offline", "server")
+
+
+@dataclass
+class BenchSettings:
+    modes: tuple[str, ...] = ("offline",)
+    cublaslt: bool = True
+    compile_shapes: int = 0
+    seed: int = 1
+    final: dict[str, Any] = field(default_factory=lambda: dict(FINAL))
+    screen: dict[str, Any] = field(default_factory=lambda: dict(SCREEN))
+    server: dict[str, Any] = field(default_factory=lambda: dict(warmup_ms=5.0, rep_ms=60.0, min_reps=8, max_reps=40))
+
+
+def results_path(out_dir: Path, gpu: str, set_name: str, mode: str, date: str) -> Path:
+    stem = Path(set_name).stem if set_name not in ("cudal2", "llm") else set_name
+    return out_dir / f"gemm_{gpu_slug(gpu)}_{stem}_{mode}_{date}.json"
+
+
+def versions() -> dict[str, Any]:
+    info = fingerprint("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        from importlib.metadata import version
+
+        info["nvmath"] = version("nvmath-python")
+    except Exception:
+        info["nvmath"] = None
+    return info
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+        return data if isinstance(data.get("shapes"), list) else None
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _save(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+def _ratio(base: float | None, ours: float | None) -> float | None:
+    return base / ours if base and ours else None
+
+
+def bench_shape(shape: GemmShape, layout: str, device: str, settings: BenchSettings, compile_it: bool,
+                rng: random.Random) -> dict[str, dict[str, Any]]:
+    """One shape: {mode: row} with the fields the results files hold."""
+    sb = ShapeBench(shape, layout, device, settings.seed)
+    a0, b0 = sb.sets[0]
+    user_b = (lambda b: b) if layout == "nn" else (lambda b: b.t())  # what a caller passes to matmul
+    choice, how = dispatch.choose(a0, user_b(b0)) if device == "cuda" else ("torch", "cpu")
+    ours: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = lambda a, b: dispatch.matmul(a, user_b(b))
+    base: dict[str, Any] = {"M": shape.M, "N": shape.N, "K": shape.K, "dtype": shape.dtype, "layout": layout,
+                            "source": shape.source, "flops": shape.flops, "choice": choice, "choice_how": how,
+                            "rel_err": sb.verify("warpforge", ours)}
+    if not base["rel_err"] <= sb.tol:
+        base["error"] = f"dispatcher output wrong (relative error {base['rel_err']:.3g})"
+    fns: dict[str, choices.GemmFn] = {"torch": choices.torch_choice(layout)}
+    lt_names: list[str] = []
+    if settings.cublaslt and device == "cuda":
+        try:
+            lt = choices.CublasLt.for_problem(a0, b0, layout)
+            lt_names = [f"cublaslt:{i}" for i in range(len(lt.algorithms))]
+            for n in lt_names:
+                fns[n] = lt.call(int(n.split(":")[1]))
+            lt_names = [n for n in lt_names if sb.verify(n, fns[n]) <= sb.tol]
+        except Exception as exc:
+            base["cublaslt_error"] = f"{type(exc).__name__}: {exc}"[:300]
+            lt_names = []
+    if compile_it:
+        bview = (lambda b: b) if layout == "nn" else (lambda b: b.t())
+        fns["compile"] = torch.compile(lambda a, b: torch.matmul(a, bview(b)), mode="max-autotune", dynamic=False)
+        try:
+            base["compile_rel_err"] = sb.verify("compile", fns["compile"])
+        except Exception as exc:  # inductor failures are reported, not fatal
+            base["compile_error"] = f"{type(exc).__name__}: {exc}"[:300]
+            del fns["compile"]
+
+    # cuBLASLt autotuning: screen every algorithm, re-time the best two (offline)
+    lt_best = None
+    if lt_names:
+        screened = {n: sb.time(fns[n], settings.screen, rng=rng)["ms"] for n in lt_names}
+        lt_best = sorted(screened, key=screened.__getitem__)[:2]
+
+    rows: dict[str, dict[str, Any]] = {}
+    for mode in settings.modes:
+        budget = settings.final if mode == "offline" else settings.server
+        t = {n: sb.time(fns[n], budget, mode, rng) for n in ["torch", "compile"] if n in fns}
+        row = dict(base)
+        row["torch_ms"], row["torch_iqr_ms"] = t["torch"]["ms"], t["torch"]["iqr_ms"]
+        if mode == "offline":
+            other = "nt" if layout == "nn" else "nn"
+            other_sets = [(a, b.t().contiguous()) for a, b in sb.sets]
+            ofn = choices.torch_choice(other)
+            from warpforge.evaluate.bench import time_calls
+
+            st = time_calls(lambda args: ofn(args[0], args[1]), lambda i: list(other_sets[i % 2]), 2, device, rng=rng,
+                            trusted_stream=True, **budget)
+            row[f"torch_{other}_ms"] = st["median_ms"]
+            row[f"torch_{layout}_ms"] = row["torch_ms"]
+            row["torch_best_layout_ms"] = min(row["torch_ms"], st["median_ms"])
+            del other_sets
+        if lt_best:
+            lt_t = {n: sb.time(fns[n], budget, mode, rng) for n in dict.fromkeys(["cublaslt:0", *lt_best])}
+            row["cublaslt_heuristic_ms"] = lt_t["cublaslt:0"]["ms"]
+            winner = min(lt_t, key=lambda n: lt_t[n]["ms"])
+            row["cublaslt_autotuned_ms"], row["cublaslt_autotuned_choice"] = lt_t[winner]["ms"], winner
+        else:
+            row["cublaslt_heuristic_ms"] = row["cublaslt_autotuned_ms"] = None
+        row["compile_ms"] = t["compile"]["ms"] if "compile" in t else None
+        if choice == "torch":
+            row["warpforge_ms"], row["warpforge_iqr_ms"] = row["torch_ms"], row["torch_iqr_ms"]
+            row["warpforge_latency_ms"] = t["torch"]["host_ms"]
+        else:
+            w = sb.time(ours, budget, mode, rng)
+            row["warpforge_ms"], row["warpforge_iqr_ms"], row["warpforge_latency_ms"] = w["ms"], w["iqr_ms"], w["host_ms"]
+        row["torch_latency_ms"] = t["torch"]["host_ms"]
+        row["speedup_vs_torch"] = _ratio(row["torch_ms"], row["warpforge_ms"])
+        row["speedup_vs_torch_best_layout"] = _ratio(row.get("torch_best_layout_ms"), row["warpforge_ms"])
+        row["speedup_vs_cublaslt_heuristic"] = _ratio(row["cublaslt_heuristic_ms"], row["warpforge_ms"])
+        row["speedup_vs_cublaslt_autotuned"] = _ratio(row["cublaslt_autotuned_ms"], row["warpforge_ms"])
+        row["speedup_vs_compile"] = _ratio(row["compile_ms"], row["warpforge_ms"])
+        rows[mode] = row
+    return rows
+
+
+def bench(shapes: list[GemmShape], set_name: str, layout: str, device: str, out_dir: Path, settings: BenchSettings,
+          planned: int, on_shape: Callable[[GemmShape, dict[str, Any] | None], None] | None = None) -> list[Path]:
+    """Benchmark `shapes`, writing one results file per mode after every shape; returns the paths."""
+    gpu = device_name(device)
+    date = time.strftime("%Y-%m-%d")
+    paths = {m: results_path(out_dir, gpu, set_name, m, date) for m in settings.modes}
+    table = dispatch.table_for(torch.device(device)) if device == "cuda" else None
+    docs: dict[str, dict[str, Any]] = {}
+    for mode, path in paths.items():
+        old = _load(path)
+        docs[mode] = old if old and old.get("gpu") == gpu and old.get("layout") == layout else {
+            "gpu": gpu, "set": set_name, "mode": mode, "layout": layout, "date": date, "versions": versions(),
+            "table": table.path if table else None,
+            "method": {"timing": "warpforge.evaluate.bench.time_calls", "mode": mode, "l2": "read-flush before each call",
+                       "statistic": "median device time between CUDA events", "data": "fresh normal random operands",
+                       "budget": settings.final if mode == "offline" else settings.server,
+                       "when_choice_is_torch": "warpforge_ms = torch_ms (the dispatcher runs the same kernel)"},
+            "shapes": []}
+    done = {(r["M"], r["N"], r["K"], r["dtype"]) for r in docs[settings.modes[0]]["shapes"]}
+    rng = random.Random(settings.seed)
+    # torch.compile takes tens of seconds per shape: only on `compile_shapes` shapes spread over the list
+    n_compile = min(settings.compile_shapes, len(shapes))
+    compile_at = {int((j + 0.5) * len(shapes) / n_compile) for j in range(n_compile)} if n_compile else set()
+    for i, shape in enumerate(shapes):
+        if (shape.M, shape.N, shape.K, shape.dtype) in done:
+            if on_shape:
+                on_shape(shape, None)
+            continue
+        rows = bench_shape(shape, layout, device, settings, i in compile_at, rng)
+        for mode, row in rows.items():
+            docs[mode]["shapes"].append(row)
+            docs[mode]["sweep"] = {"planned": planned, "measured": len(docs[mode]["shapes"]),
+                                   "note": "shapes picked evenly over the set sorted by FLOPs" if planned > len(shapes) else "the whole set"}
+            _save(paths[mode], docs[mode])
+        if on_shape:
+            on_shape(shape, rows[settings.modes[0]])
+    return list(paths.values())
+
+
+def geomean(rows: list[dict[str, Any]], key: str) -> tuple[float, int]:
+    vals = [r[key] for r in rows if r.get(key)]
+    if not vals:
+        return math.nan, 0
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)), len(vals)

@@ -1,0 +1,188 @@
+"""Every way warpforge can compute one GEMM, by name — the baselines and our own kernels.
+
+A *choice* is a string the tuner times, the dispatcher table stores and the benchmark reports:
+
+| name | what runs |
+|---|---|
+| `torch` | `torch.matmul` in the layout the caller gave (cuBLAS) |
+| `torch_padded` | K and N zero-padded to multiples of 8 per call, then `torch.matmul`, then the N columns copied out: cuBLAS's fast kernels need 16-byte rows |
+| `cublaslt:<i>` | the i-th algorithm cuBLASLt's heuristic returns for this problem, through nvmath-python |
+| `triton_<family>:<params>` | one of our Triton kernels (triton_gemm.py) |
+| `mma_<params>` | our CUDA C++ mma.sync kernel (cuda_mma.py), compiled with NVRTC |
+
+Layouts: "nn" means b is a (K, N) matrix; "nt" means b is the (N, K) weight of x @ W.T (what
+nn.Linear stores). `a` is always (M, K) row-major. Every choice returns a new (M, N) tensor in the
+input dtype, computed with fp32 accumulation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from warpforge.errors import UsageError
+from warpforge.gemm.shapes import GemmShape
+
+LAYOUTS = ("nn", "nt")
+LT_LIMIT = 32  # algorithms asked of cuBLASLt's heuristic (cuBLAS 13.1 returned at most 8, research note §0.1)
+
+GemmFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    return {"float16": torch.float16, "bfloat16": torch.bfloat16}[name]
+
+
+def check_layout(layout: str) -> None:
+    if layout not in LAYOUTS:
+        raise UsageError(f"unknown GEMM layout {layout!r}: use nn (b is K x N) or nt (b is the N x K weight)")
+
+
+def make_inputs(shape: GemmShape, layout: str, device: str | torch.device, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fresh random operands (normal, so no 0/1 shortcut passes), B shaped for `layout`."""
+    check_layout(layout)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    dtype = torch_dtype(shape.dtype)
+    a = torch.randn((shape.M, shape.K), generator=gen, device=device, dtype=torch.float32).to(dtype)
+    b_shape = (shape.K, shape.N) if layout == "nn" else (shape.N, shape.K)
+    b = torch.randn(b_shape, generator=gen, device=device, dtype=torch.float32).to(dtype)
+    return a, b
+
+
+def reference(a: torch.Tensor, b: torch.Tensor, layout: str) -> torch.Tensor:
+    """fp32 product with TF32 off (fp64 on the CPU, where it is cheap)."""
+    bb = b if layout == "nn" else b.t()
+    if a.device.type == "cpu":
+        return (a.double() @ bb.double()).float()
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        return a.float() @ bb.float()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+
+
+def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """||out - ref|| / ||ref||; inf when the output is the wrong shape or holds a NaN/inf."""
+    if tuple(out.shape) != tuple(ref.shape):
+        return math.inf
+    o = out.float()
+    if not torch.isfinite(o).all():
+        return math.inf
+    return float((o - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
+def tolerance(dtype: str) -> float:
+    """Relative L2 error allowed. fp16 in / fp32 accumulate lands at ~2e-4 for every backend on an
+    H100 (research note §5); bf16 has 3 fewer mantissa bits. An fp16-accumulating kernel lands
+    near 1e-2 and fails."""
+    return 1e-3 if dtype == "float16" else 8e-3
+
+
+def _b_view(b: torch.Tensor, layout: str) -> torch.Tensor:
+    return b if layout == "nn" else b.t()
+
+
+def torch_choice(layout: str) -> GemmFn:
+    return lambda a, b: torch.matmul(a, _b_view(b, layout))
+
+
+def padded_choice(layout: str) -> GemmFn:
+    def run(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        K = a.shape[1]
+        N = b.shape[1] if layout == "nn" else b.shape[0]
+        pk, pn = -K % 8, -N % 8
+        ap = F.pad(a, (0, pk)) if pk else a
+        if layout == "nn":
+            bp = F.pad(b, (0, pn, 0, pk)) if pk or pn else b
+        else:
+            bp = (F.pad(b, (0, pk, 0, pn)) if pk or pn else b).t()
+        out = torch.matmul(ap, bp)
+        return out[:, :N].contiguous() if pn else out
+
+    return run
+
+
+class CublasLt:
+    """One cuBLASLt plan per problem (shape, layout, dtype, device), through nvmath-python.
+
+    `algorithms` are what the heuristic returns (up to LT_LIMIT); `call(i)` runs the i-th one on
+    new operands of the same problem. nvmath is imported lazily: it is optional.
+    """
+
+    _plans: dict[tuple[Any, ...], CublasLt] = {}
+
+    def __init__(self, a: torch.Tensor, b: torch.Tensor, layout: str) -> None:
+        try:
+            from nvmath.linalg.advanced import Matmul
+        except ImportError:
+            raise UsageError("cuBLASLt baselines need nvmath-python: pip install 'warpforge[gemm]'") from None
+        self.layout = layout
+        self.mm = Matmul(a, _b_view(b, layout))
+        self.mm.plan(preferences={"limit": LT_LIMIT})
+        self.algorithms = list(self.mm.algorithms)
+
+    @classmethod
+    def for_problem(cls, a: torch.Tensor, b: torch.Tensor, layout: str) -> CublasLt:
+        key = (tuple(a.shape), tuple(b.shape), tuple(a.stride()), tuple(b.stride()), a.dtype, layout, a.device)
+        if key not in cls._plans:
+            cls._plans[key] = cls(a, b, layout)
+        return cls._plans[key]
+
+    def describe(self, index: int) -> dict[str, Any]:
+        alg = self.algorithms[index]
+        info: dict[str, Any] = {"index": index}
+        for attr in ("algorithm_id", "tile", "stages", "split_k", "reduction_scheme", "cta_swizzling", "cluster_shape"):
+            try:
+                value = getattr(alg, attr)
+                info[attr] = value if isinstance(value, (int, float, str)) or value is None else str(value)
+            except Exception:  # an attribute this cuBLASLt version does not report
+                pass
+        return info
+
+    def call(self, index: int) -> GemmFn:
+        if index >= len(self.algorithms):
+            raise UsageError(f"cuBLASLt returned {len(self.algorithms)} algorithms for this problem; "
+                             f"cublaslt:{index} does not exist (re-run `warpforge gemm tune` on this GPU)")
+        alg = self.algorithms[index]
+
+        def run(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            stream = torch.cuda.current_stream(a.device)
+            self.mm.reset_operands(a=a, b=_b_view(b, self.layout), stream=stream)
+            out: torch.Tensor = self.mm.execute(algorithm=alg, stream=stream)
+            return out
+
+        return run
+
+
+def make_choice(name: str, layout: str, a: torch.Tensor, b: torch.Tensor) -> GemmFn:
+    """The function for choice `name`; `a` and `b` are example operands (they fix the problem)."""
+    check_layout(layout)
+    if name == "torch":
+        return torch_choice(layout)
+    if name == "torch_padded":
+        return padded_choice(layout)
+    if name.startswith("cublaslt:"):
+        return CublasLt.for_problem(a, b, layout).call(int(name.split(":", 1)[1]))
+    if name.startswith("triton_"):
+        from warpforge.gemm import triton_gemm
+
+        cfg = triton_gemm.TritonConfig.from_name(name)
+        return lambda x, y: triton_gemm.matmul(x, y, cfg, layout)
+    if name.startswith("mma_"):
+        from warpforge.gemm import cuda_mma
+
+        mcfg = cuda_mma.MmaConfig.from_name(name)
+        return lambda x, y: cuda_mma.matmul(x, y, mcfg, layout)
+    raise UsageError(f"unknown GEMM choice {name!r}: expected torch, torch_padded, cublaslt:<i>, triton_<family>:..., mma_...")
+
+
+def family(name: str) -> str:
+    """"triton_splitk:BM16..." -> "triton_splitk"; "cublaslt:3" -> "cublaslt"; "mma_128x..." -> "mma"."""
+    if name.startswith("mma_"):
+        return "mma"
+    return name.split(":", 1)[0]

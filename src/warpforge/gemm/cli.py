@@ -1,0 +1,186 @@
+"""`warpforge gemm shapes|tune|bench|table|plot`: the per-shape GEMM track from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from warpforge.errors import UsageError
+
+
+def add_gemm_parser(sub: Any) -> None:
+    g = sub.add_parser("gemm", help="per-shape HGEMM: shape sets, tuner, dispatcher table, benchmark, plots")
+    gs = g.add_subparsers(dest="gemm_command", required=True)
+
+    def shape_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--shapes", default="llm", help="cudal2 (1,000-shape grid), llm (model projections), or a .csv/.json file")
+        p.add_argument("--dtype", choices=["float16", "bfloat16"], default="float16")
+        p.add_argument("--layout", choices=["auto", "nn", "nt"], default="auto",
+                       help="nn: b is K x N; nt: b is the N x K weight (x @ W.T). auto: nt for llm, else nn")
+        p.add_argument("--sample", type=int, help="only N shapes, spread evenly over the set sorted by FLOPs")
+
+    s = gs.add_parser("shapes", help="list a shape set")
+    shape_args(s)
+    s.add_argument("--json", action="store_true")
+
+    t = gs.add_parser("tune", help="measure every choice per shape on this GPU and write the dispatcher table")
+    shape_args(t)
+    t.add_argument("--out", help="folder for tune.jsonl and table.json (default: ~/.cache/warpforge/gemm/<gpu>/)")
+    t.add_argument("--families", default="triton,mma", help="our kernel families to try: triton, mma (comma list, or none)")
+    t.add_argument("--no-cublaslt", action="store_true", help="skip the cuBLASLt algorithms (no nvmath-python)")
+    t.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu only for trying the tool (Triton interpreted)")
+    t.add_argument("--quick", action="store_true", help="short timing budgets and 4 kernels per shape: for trying the tool, not for tables")
+
+    b = gs.add_parser("bench", help="time the dispatcher against torch.matmul, cuBLASLt and torch.compile; write results JSON")
+    shape_args(b)
+    b.add_argument("--modes", default="offline", help="offline, server, or offline,server")
+    b.add_argument("--out", default="benchmarks/results", help="folder for gemm_<gpu>_<set>_<mode>_<date>.json")
+    b.add_argument("--compile", type=int, default=0, metavar="N",
+                   help="also time torch.compile(mode='max-autotune') on N shapes spread over the set (tens of seconds each)")
+    b.add_argument("--no-cublaslt", action="store_true")
+    b.add_argument("--table", help="a table.json to dispatch with (sets WARPFORGE_GEMM_TABLE)")
+    b.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+
+    tb = gs.add_parser("table", help="build a dispatcher table from tuning records (e.g. to ship it)")
+    tb.add_argument("records", help="a tune.jsonl")
+    tb.add_argument("--out", required=True, help="table.json to write")
+    tb.add_argument("--gpu", help="GPU name to take records of (default: the only one in the file)")
+
+    p = gs.add_parser("plot", help="heat maps, histograms and tables of benchmark results (static HTML + summary.md)")
+    p.add_argument("results", nargs="+", help="gemm_*.json files written by `warpforge gemm bench`")
+    p.add_argument("--out", default="warpforge-gemm-report", help="output folder")
+
+
+def _shapes(args: argparse.Namespace) -> tuple[list[Any], str, int]:
+    from warpforge.gemm.shapes import shape_set
+    from warpforge.gemm.tune import sample
+
+    full = shape_set(args.shapes, args.dtype)
+    layout = args.layout if args.layout != "auto" else ("nt" if args.shapes == "llm" else "nn")
+    return sample(full, args.sample), layout, len(full)
+
+
+def _need_device(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError("no CUDA GPU visible: tuning and benchmarking time kernels on the GPU "
+                             "(use --device cpu only to try the tool)")
+
+
+def _progress() -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                    TextColumn("{task.fields[last]}"), transient=False)
+
+
+def cmd_gemm(args: argparse.Namespace) -> int:
+    return {"shapes": _cmd_shapes, "tune": _cmd_tune, "bench": _cmd_bench, "table": _cmd_table,
+            "plot": _cmd_plot}[args.gemm_command](args)
+
+
+def _cmd_shapes(args: argparse.Namespace) -> int:
+    shapes, layout, total = _shapes(args)
+    if args.json:
+        print(json.dumps([{"M": s.M, "N": s.N, "K": s.K, "dtype": s.dtype, "source": s.source} for s in shapes]))
+    else:
+        for s in shapes:
+            print(f"{s.M:6d} {s.N:6d} {s.K:6d}  {s.dtype}  {s.source}{'' if s.aligned else '  (not a multiple of 8)'}")
+        print(f"{len(shapes)} of {total} shapes, layout {layout}", file=sys.stderr)
+    return 0
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from warpforge.gemm import dispatch
+    from warpforge.gemm.tune import TuneSettings, build_table, device_name, read_records, sweep
+
+    _need_device(args.device)
+    shapes, layout, total = _shapes(args)
+    families = tuple(f for f in args.families.split(",") if f and f != "none")
+    unknown = set(families) - {"triton", "mma"}
+    if unknown:
+        raise UsageError(f"unknown kernel families {sorted(unknown)}: use triton, mma or none")
+    gpu = device_name(args.device)
+    out = Path(args.out) if args.out else dispatch.cache_dir(gpu)
+    records = out / "tune.jsonl"
+    settings = TuneSettings(families=families, cublaslt=not args.no_cublaslt)
+    if args.quick:
+        settings.max_configs = 4
+        settings.screen = dict(warmup_ms=1.0, rep_ms=2.0, min_reps=3, max_reps=5)
+        settings.final = dict(warmup_ms=1.0, rep_ms=5.0, min_reps=5, max_reps=10)
+    print(f"tuning {len(shapes)} of {total} {args.shapes} shapes ({layout}, {args.dtype}) on {gpu}; "
+          f"records -> {records} (re-running resumes)", file=sys.stderr)
+    wins = 0
+    with _progress() as bar:
+        task = bar.add_task("tune", total=len(shapes), last="")
+        for shape, rec in sweep(shapes, layout, args.device, records, settings):
+            if rec is not None:
+                wins += rec["choice"] != "torch"
+                ratio = rec["baselines"]["torch"]["ms"] / rec["choice_ms"]
+                last = f"{shape.M}x{shape.N}x{shape.K}: {rec['choice']} {ratio:.2f}x"
+            else:
+                last = f"{shape.M}x{shape.N}x{shape.K}: already tuned"
+            bar.update(task, advance=1, last=last)
+    table = build_table(read_records(records), gpu)
+    (out / "table.json").write_text(json.dumps(table, indent=1))
+    dispatch.reset()
+    print(f"{wins} newly tuned shapes beat torch.matmul; table with {len(table['entries'])} shapes -> {out / 'table.json'}",
+          file=sys.stderr)
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    import os
+
+    from warpforge.gemm.bench import MODES, BenchSettings, bench
+
+    _need_device(args.device)
+    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
+    if not modes or set(modes) - set(MODES):
+        raise UsageError(f"--modes takes offline, server or both (comma-separated), got {args.modes!r}")
+    if args.table:
+        os.environ["WARPFORGE_GEMM_TABLE"] = args.table
+    shapes, layout, total = _shapes(args)
+    settings = BenchSettings(modes=modes, cublaslt=not args.no_cublaslt, compile_shapes=args.compile)
+    started = time.perf_counter()
+    with _progress() as bar:
+        task = bar.add_task("bench", total=len(shapes), last="")
+
+        def step(shape: Any, row: dict[str, Any] | None) -> None:
+            last = "already measured" if row is None else f"{row['choice']} {row['speedup_vs_torch'] or 0:.2f}x vs torch"
+            bar.update(task, advance=1, last=f"{shape.M}x{shape.N}x{shape.K}: {last}")
+
+        paths = bench(shapes, args.shapes, layout, args.device, Path(args.out), settings, total, step)
+    print(f"{len(shapes)} shapes in {time.perf_counter() - started:.0f} s -> " + ", ".join(map(str, paths)), file=sys.stderr)
+    return 0
+
+
+def _cmd_table(args: argparse.Namespace) -> int:
+    from warpforge.gemm.tune import build_table, read_records
+
+    records = read_records(Path(args.records))
+    gpus = sorted({r.get("gpu", "") for r in records})
+    if not records:
+        raise UsageError(f"{args.records} holds no tuning records")
+    gpu = args.gpu or (gpus[0] if len(gpus) == 1 else None)
+    if gpu is None:
+        raise UsageError(f"{args.records} holds records of several GPUs ({', '.join(gpus)}): pick one with --gpu")
+    table = build_table(records, gpu)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(table, indent=1))
+    print(f"{len(table['entries'])} shapes for {gpu} -> {args.out}", file=sys.stderr)
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from warpforge.gemm.plots import render
+
+    index = render([Path(p) for p in args.results], Path(args.out))
+    print(f"report -> {index}", file=sys.stderr)
+    return 0

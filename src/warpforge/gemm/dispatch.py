@@ -1,0 +1,187 @@
+"""`warpforge.gemm.matmul(a, b)`: per-shape dispatch from a measured table, falling back to cuBLAS.
+
+A table maps (GPU model, dtype, layout, M, N, K) to a choice (see choices.py). It is built by
+`warpforge gemm tune` on the user's GPU (written to the cache folder) or shipped with warpforge
+for the GPUs we measured (`gemm/tables/<gpu-slug>.json`). Lookup order: the table named by
+WARPFORGE_GEMM_TABLE, the user's cache (~/.cache/warpforge/gemm/<gpu-slug>/table.json), the
+shipped table. A table made on another GPU model is never used.
+
+Shapes the table has not measured take the nearest measured bucket (same dtype, layout and
+alignment, each of M, N, K within 2x, nearest in log space) when its choice is one of our
+kernels or padding — those are general; a cuBLASLt algorithm index is specific to its problem, so
+it does not transfer — and fall back to torch.matmul otherwise. Since the tuner keeps a kernel
+only when it beat every baseline beyond noise, a measured shape is never sent to something
+slower than torch.matmul.
+
+Inputs the table cannot serve (not CUDA, not fp16/bf16, batched with a non-contiguous a, B in
+neither a row-major nor a transposed-row-major layout) go to torch.matmul unchanged. The
+dispatched kernels run on the current stream and allocate nothing per call (cuBLASLt is skipped
+while a CUDA graph is being captured), so matmul works on side streams and in CUDA graphs;
+`torch.ops.warpforge.matmul` is the same as a torch.library custom op, opaque to torch.compile.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from warpforge.errors import UsageError
+from warpforge.gemm import choices
+from warpforge.gemm.tune import gpu_slug
+
+_DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
+
+
+def cache_dir(gpu: str) -> Path:
+    root = Path(os.environ.get("WARPFORGE_CACHE", Path.home() / ".cache" / "warpforge"))
+    return root / "gemm" / gpu_slug(gpu)
+
+
+class Table:
+    def __init__(self, data: dict[str, Any], path: str = "") -> None:
+        if not isinstance(data, dict) or "gpu" not in data or not isinstance(data.get("entries"), list):
+            raise UsageError(f"{path or 'table'} is not a warpforge GEMM table (needs 'gpu' and a list of 'entries')")
+        self.gpu: str = data["gpu"]
+        self.path = path
+        self.entries: dict[tuple[str, str, int, int, int], str] = {}
+        for e in data["entries"]:
+            self.entries[(e["dtype"], e["layout"], int(e["M"]), int(e["N"]), int(e["K"]))] = e["choice"]
+
+    @classmethod
+    def load(cls, path: str | Path) -> Table:
+        p = Path(path)
+        try:
+            return cls(json.loads(p.read_text()), str(p))
+        except FileNotFoundError:
+            raise UsageError(f"GEMM table {p} does not exist: run `warpforge gemm tune` or unset WARPFORGE_GEMM_TABLE") from None
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"GEMM table {p} is not valid JSON (line {exc.lineno})") from None
+
+    def lookup(self, dtype: str, layout: str, M: int, N: int, K: int) -> tuple[str, str]:
+        """(choice, how it was found: "measured", "nearest", "default")."""
+        exact = self.entries.get((dtype, layout, M, N, K))
+        if exact is not None:
+            return exact, "measured"
+        aligned = N % 8 == 0 and K % 8 == 0
+        best, best_d = None, math.inf
+        for (d, lay, m, n, k), choice in self.entries.items():
+            if d != dtype or lay != layout or (n % 8 == 0 and k % 8 == 0) != aligned:
+                continue
+            ratios = (m / M, n / N, k / K)
+            if any(r > 2 or r < 0.5 for r in ratios):
+                continue
+            dist = sum(math.log(r) ** 2 for r in ratios)
+            if dist < best_d:
+                best, best_d = choice, dist
+        if best is not None and (best.startswith(("triton_", "mma_")) or best == "torch_padded"):
+            return best, "nearest"
+        return "torch", "default"
+
+
+_lock = threading.Lock()
+_tables: dict[str, Table | None] = {}
+_fns: dict[tuple[Any, ...], tuple[str, choices.GemmFn]] = {}
+
+
+def table_for(device: torch.device) -> Table | None:
+    """The table for this device's GPU model, or None (then everything goes to torch.matmul)."""
+    gpu = torch.cuda.get_device_name(device)
+    with _lock:
+        if gpu not in _tables:
+            _tables[gpu] = _find_table(gpu)
+        return _tables[gpu]
+
+
+def _find_table(gpu: str) -> Table | None:
+    env = os.environ.get("WARPFORGE_GEMM_TABLE")
+    if env:
+        table = Table.load(env)
+        if table.gpu != gpu:
+            raise UsageError(f"WARPFORGE_GEMM_TABLE={env} was measured on {table.gpu}, this GPU is {gpu}: "
+                             "tune this GPU with `warpforge gemm tune` or unset the variable")
+        return table
+    user = cache_dir(gpu) / "table.json"
+    if user.exists():
+        return Table.load(user)
+    shipped = resources.files("warpforge.gemm") / "tables" / f"{gpu_slug(gpu)}.json"
+    if shipped.is_file():
+        return Table(json.loads(shipped.read_text()), str(shipped))
+    return None
+
+
+def reset() -> None:
+    """Forget loaded tables and resolved kernels (after a new table was written)."""
+    with _lock:
+        _tables.clear()
+        _fns.clear()
+
+
+def _layout_of(b: torch.Tensor) -> tuple[str, torch.Tensor] | None:
+    """("nn", b) for a row-major (K, N) b; ("nt", W) when b is W.t() of a row-major (N, K) W."""
+    if b.is_contiguous():
+        return "nn", b
+    if b.t().is_contiguous():
+        return "nt", b.t()
+    return None
+
+
+def choose(a: torch.Tensor, b: torch.Tensor) -> tuple[str, str]:
+    """What matmul(a, b) would run for these operands: (choice, reason)."""
+    if a.device.type != "cuda" or a.dtype not in _DTYPES or b.dtype != a.dtype or a.dim() < 2 or b.dim() != 2:
+        return "torch", "unsupported input (needs CUDA fp16/bf16, b 2-D)"
+    lay = _layout_of(b)
+    if lay is None or not a.is_contiguous():
+        return "torch", "unsupported layout"
+    table = table_for(a.device)
+    if table is None:
+        return "torch", "no table for this GPU"
+    M = a.numel() // a.shape[-1]
+    K, N = b.shape
+    return table.lookup(_DTYPES[a.dtype], lay[0], M, N, K)
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b for a (..., K) and b (K, N), with the fastest measured kernel for this shape on this GPU."""
+    choice, _ = choose(a, b)
+    lay = _layout_of(b)
+    if choice == "torch" or lay is None:
+        return torch.matmul(a, b)
+    layout, w = lay
+    a2 = a.reshape(-1, a.shape[-1])
+    if choice.startswith("cublaslt:") and torch.cuda.is_current_stream_capturing():
+        return torch.matmul(a, b)
+    key = (a.device, a.dtype, layout, a2.shape[0], b.shape[1], b.shape[0], choice)
+    hit = _fns.get(key)
+    if hit is None:
+        with _lock:
+            hit = _fns.get(key)
+            if hit is None:
+                hit = _fns[key] = (choice, choices.make_choice(choice, layout, a2, w))
+    out = hit[1](a2, w)
+    return out.reshape(*a.shape[:-1], b.shape[1])
+
+
+def _register_op() -> None:
+    """torch.ops.warpforge.matmul, a custom op torch.compile treats as one opaque node."""
+    lib_op = getattr(getattr(torch, "library", None), "custom_op", None)
+    if lib_op is None:  # torch < 2.4
+        return
+
+    @lib_op("warpforge::matmul", mutates_args=())
+    def _op(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        out = matmul(a, b)
+        return out if out.is_contiguous() else out.contiguous()
+
+    @_op.register_fake
+    def _(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a.new_empty((*a.shape[:-1], b.shape[1]))
+
+
+_register_op()

@@ -1,0 +1,296 @@
+"""Per-shape GEMM tuner: verify every choice, time the baselines and our kernels with the
+evaluator's timing function, keep a kernel only when it beats the best baseline beyond noise.
+
+For one shape (and layout):
+1. fresh normal random operands (two sets) and an fp32 reference (TF32 off) per set;
+2. baselines: torch.matmul in the given layout, the other layout (reported, not dispatchable:
+   the caller's layout is what it is), zero-padding to multiples of 8 when K or N is not, and
+   every algorithm cuBLASLt's heuristic returns (nvmath-python);
+3. our kernels: the pruned configurations of each family (triton_gemm.candidate_configs,
+   cuda_mma.configs), each verified on both input sets before it is timed (relative L2 error
+   below `choices.tolerance`, edge tiles included whenever the tile does not divide the shape);
+4. a short screen (`SCREEN` budget) of everything, then the leaders re-timed with the harness's
+   full budget (`FINAL`); every time is `evaluate.bench.time_calls`: L2 flushed by a read before
+   each call, device time between events behind a spin kernel, medians and IQRs;
+5. the choice: cuBLASLt or padding replace torch.matmul only when faster beyond the measured
+   spread (`metrics.faster_beyond_noise`), and our fastest kernel replaces that best baseline
+   only under the same rule. So a table built here never sends a measured shape to something
+   slower than torch.matmul, up to noise.
+
+Results are appended to a JSONL file one shape at a time (flushed and fsynced), so a crashed or
+interrupted sweep resumes where it stopped; `build_table` turns the records into the
+dispatcher's table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from warpforge import metrics
+from warpforge.errors import UsageError
+from warpforge.evaluate.bench import time_calls
+from warpforge.gemm import choices
+from warpforge.gemm.shapes import GemmShape
+
+SCREEN = dict(warmup_ms=5.0, rep_ms=15.0, min_reps=5, max_reps=60)
+FINAL = dict(warmup_ms=25.0, rep_ms=100.0, min_reps=10, max_reps=300)
+OURS = ("triton", "mma")
+
+
+@dataclass
+class TuneSettings:
+    families: tuple[str, ...] = OURS
+    cublaslt: bool = True
+    finalists: int = 3
+    max_configs: int = 24
+    seed: int = 0
+    screen: dict[str, Any] = field(default_factory=lambda: dict(SCREEN))
+    final: dict[str, Any] = field(default_factory=lambda: dict(FINAL))
+    drop_slower_than: float = 1.5
+    """screened choices slower than this multiple of the best screened baseline are not re-timed"""
+
+
+def gpu_slug(name: str) -> str:
+    """"NVIDIA H100 80GB HBM3" -> "h100-80gb-hbm3": the key of tables and caches."""
+    words = [w for w in name.lower().replace("nvidia", " ").replace("_", " ").split() if w]
+    return "-".join("".join(c for c in w if c.isalnum()) for w in words) or "unknown"
+
+
+def device_name(device: str) -> str:
+    if device == "cuda":
+        return torch.cuda.get_device_name(torch.cuda.current_device())
+    return "cpu"
+
+
+class ShapeBench:
+    """Operands, references and timing for one (shape, layout) on one device."""
+
+    def __init__(self, shape: GemmShape, layout: str, device: str, seed: int = 0, n_sets: int = 2) -> None:
+        self.shape, self.layout, self.device = shape, layout, device
+        self.sets = [choices.make_inputs(shape, layout, device, seed * 1000 + i) for i in range(n_sets)]
+        self.refs = [choices.reference(a, b, layout) for a, b in self.sets]
+        self.tol = choices.tolerance(shape.dtype)
+
+    def fn(self, name: str) -> choices.GemmFn:
+        a, b = self.sets[0]
+        return choices.make_choice(name, self.layout, a, b)
+
+    def verify(self, name: str, fn: choices.GemmFn | None = None) -> float:
+        """Largest relative error over the input sets (inf for NaN / wrong shape)."""
+        fn = fn or self.fn(name)
+        worst = 0.0
+        for (a, b), ref in zip(self.sets, self.refs):
+            worst = max(worst, choices.rel_error(fn(a, b), ref))
+        return worst
+
+    def time(self, fn: choices.GemmFn, budget: dict[str, Any], mode: str = "offline",
+             rng: random.Random | None = None) -> dict[str, Any]:
+        # every choice runs on the current stream (our kernels, cuBLAS, cuBLASLt, Inductor's), so
+        # the end event goes on that stream: device time without the host's sync round trip
+        stats = time_calls(lambda args: fn(args[0], args[1]), lambda i: list(self.sets[i % len(self.sets)]),
+                           len(self.sets), self.device, mode=mode, rng=rng, trusted_stream=True, **budget)
+        return {"ms": stats["median_ms"], "iqr_ms": stats["iqr_ms"], "n": stats["n"],
+                "host_ms": stats["host_median_ms"]}
+
+
+def our_choices(shape: GemmShape, layout: str, device: str, settings: TuneSettings) -> list[str]:
+    names: list[str] = []
+    if "triton" in settings.families:
+        from warpforge.gemm import triton_gemm
+
+        if triton_gemm.HAVE_TRITON:
+            sms = triton_gemm.num_sms(torch.device(device))
+            names += [c.name for c in triton_gemm.candidate_configs(shape, layout, sms)]
+    if "mma" in settings.families and device == "cuda":
+        try:
+            from warpforge.gemm import cuda_mma
+
+            names += [c.name for c in cuda_mma.configs() if cuda_mma.applicable(shape, layout, c)]
+        except ImportError:
+            pass
+    return names[: settings.max_configs]
+
+
+def tune_shape(shape: GemmShape, layout: str, device: str, settings: TuneSettings) -> dict[str, Any]:
+    """Measure one shape; the record `build_table` and the benchmark read."""
+    started = time.perf_counter()
+    rng = random.Random(settings.seed)
+    sb = ShapeBench(shape, layout, device, settings.seed)
+    record: dict[str, Any] = {"M": shape.M, "N": shape.N, "K": shape.K, "dtype": shape.dtype, "layout": layout,
+                              "source": shape.source, "gpu": device_name(device), "baselines": {}, "candidates": []}
+    screened: dict[str, dict[str, Any]] = {}  # name -> screen timing, for everything that verified
+    fns: dict[str, choices.GemmFn] = {}
+
+    def screen(name: str, kind: str) -> None:
+        entry: dict[str, Any] = {"name": name, "kind": kind}
+        try:
+            fns[name] = sb.fn(name)
+            entry["rel_err"] = sb.verify(name, fns[name])
+            if not entry["rel_err"] <= sb.tol:
+                entry["status"] = "incorrect"
+            else:
+                entry["status"] = "ok"
+                entry["screen"] = screened[name] = sb.time(fns[name], settings.screen, rng=rng)
+        except Exception as exc:  # a kernel that does not compile or launch is recorded, not fatal
+            entry["status"] = "error"
+            entry["error"] = f"{type(exc).__name__}: {exc}"[:400]
+        record["candidates"].append(entry)
+
+    screen("torch", "baseline")
+    if not shape.aligned:
+        screen("torch_padded", "baseline")
+    lt_names: list[str] = []
+    if settings.cublaslt and device == "cuda":
+        try:
+            lt = choices.CublasLt.for_problem(*sb.sets[0], layout)
+            lt_names = [f"cublaslt:{i}" for i in range(len(lt.algorithms))]
+            record["cublaslt_algorithms"] = [lt.describe(i) for i in range(len(lt.algorithms))]
+        except Exception as exc:
+            record["cublaslt_error"] = f"{type(exc).__name__}: {exc}"[:400]
+    for name in lt_names:
+        screen(name, "baseline")
+    for name in our_choices(shape, layout, device, settings):
+        screen(name, "ours")
+    if "torch" not in screened:
+        raise RuntimeError(f"torch.matmul itself failed on {shape}: {record['candidates'][0]}")
+
+    # the other layout: what cuBLAS does with B stored the other way round (reported only)
+    other = "nt" if layout == "nn" else "nn"
+    other_sets = [(a, b.t().contiguous()) for a, b in sb.sets]
+    other_fn = choices.torch_choice(other)
+    stats = time_calls(lambda args: other_fn(args[0], args[1]), lambda i: list(other_sets[i % 2]), 2, device, rng=rng,
+                       trusted_stream=True, **settings.final)
+    record["baselines"]["torch_other_layout"] = {"layout": other, "ms": stats["median_ms"], "iqr_ms": stats["iqr_ms"]}
+    del other_sets
+
+    # finalists: torch, the best screened padding / cuBLASLt algorithms, our best few
+    base_screen = min(s["ms"] for n, s in screened.items() if not _is_ours(n))
+    lt_ranked = sorted((n for n in screened if n.startswith("cublaslt:")), key=lambda n: screened[n]["ms"])
+    ours_ranked = sorted((n for n in screened if _is_ours(n) and screened[n]["ms"] < settings.drop_slower_than * base_screen),
+                         key=lambda n: screened[n]["ms"])
+    finalists = ["torch"] + [n for n in ("torch_padded",) if n in screened] + lt_ranked[:2] + ours_ranked[: settings.finalists]
+    final: dict[str, dict[str, Any]] = {}
+    for name in finalists:
+        final[name] = sb.time(fns[name], settings.final, rng=rng)
+    for entry in record["candidates"]:
+        if entry["name"] in final:
+            entry["final"] = final[entry["name"]]
+
+    best_base = "torch"
+    for name in sorted((n for n in final if not _is_ours(n) and n != "torch"), key=lambda n: final[n]["ms"]):
+        if _beats(final[name], final[best_base]):
+            best_base = name
+    choice = best_base
+    ours_final = sorted((n for n in final if _is_ours(n)), key=lambda n: final[n]["ms"])
+    if ours_final and _beats(final[ours_final[0]], final[best_base]):
+        choice = ours_final[0]
+
+    record["baselines"]["torch"] = final["torch"]
+    if "torch_padded" in final:
+        record["baselines"]["torch_padded"] = final["torch_padded"]
+    if lt_ranked:
+        # heuristic = the first algorithm cuBLASLt returns; autotuned = the fastest of all it returns
+        heur = final.get("cublaslt:0") or sb.time(fns["cublaslt:0"], settings.final, rng=rng)
+        record["baselines"]["cublaslt_heuristic"] = {**heur, "choice": "cublaslt:0"}
+        lt_best = min((n for n in final if n.startswith("cublaslt:")), key=lambda n: final[n]["ms"])
+        record["baselines"]["cublaslt_autotuned"] = {**final[lt_best], "choice": lt_best}
+    record.update(choice=choice, choice_ms=final[choice]["ms"], choice_iqr_ms=final[choice]["iqr_ms"],
+                  best_baseline=best_base, best_baseline_ms=final[best_base]["ms"],
+                  tuned_at=time.strftime("%Y-%m-%dT%H:%M:%S"), seconds=round(time.perf_counter() - started, 2))
+    return record
+
+
+def _is_ours(name: str) -> bool:
+    return name.startswith(("triton_", "mma_"))
+
+
+def _beats(fast: dict[str, Any], slow: dict[str, Any]) -> bool:
+    return metrics.faster_beyond_noise(fast["ms"], fast["iqr_ms"], slow["ms"], slow["iqr_ms"])
+
+
+# ---------------------------------------------------------------- sweeps, records, tables
+
+def record_key(r: dict[str, Any]) -> tuple[int, int, int, str, str]:
+    return (int(r["M"]), int(r["N"]), int(r["K"]), str(r["dtype"]), str(r["layout"]))
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """Records of a tuning JSONL; a line cut short by a crash is skipped (it is re-tuned)."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def append_record(path: Path, record: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell():  # a line cut short by a crash must not swallow this record
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+        f.write(json.dumps(record).encode() + b"\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def sample(shapes: list[GemmShape], n: int | None) -> list[GemmShape]:
+    """`n` shapes spread evenly over the set sorted by FLOPs (deterministic), or all of them."""
+    if not n or n >= len(shapes):
+        return list(shapes)
+    ordered = sorted(shapes, key=lambda s: (s.flops, s.M, s.N, s.K))
+    step = len(ordered) / n
+    return [ordered[min(int(i * step + step / 2), len(ordered) - 1)] for i in range(n)]
+
+
+def sweep(shapes: Iterable[GemmShape], layout: str, device: str, records_path: Path,
+          settings: TuneSettings) -> Iterator[tuple[GemmShape, dict[str, Any] | None]]:
+    """Tune each shape not yet in `records_path`; yields (shape, record or None when skipped)."""
+    done = {record_key(r) for r in read_records(records_path)}
+    for shape in shapes:
+        if (shape.M, shape.N, shape.K, shape.dtype, layout) in done:
+            yield shape, None
+            continue
+        record = tune_shape(shape, layout, device, settings)
+        append_record(records_path, record)
+        yield shape, record
+
+
+def build_table(records: list[dict[str, Any]], gpu: str) -> dict[str, Any]:
+    """The dispatcher's table: one entry per measured (dtype, layout, M, N, K), newest record wins."""
+    entries: dict[tuple[int, int, int, str, str], dict[str, Any]] = {}
+    for r in records:
+        if r.get("gpu") != gpu or "choice" not in r:
+            continue
+        entries[record_key(r)] = {"M": r["M"], "N": r["N"], "K": r["K"], "dtype": r["dtype"], "layout": r["layout"],
+                                  "choice": r["choice"], "choice_ms": r["choice_ms"],
+                                  "torch_ms": r["baselines"]["torch"]["ms"]}
+        if r["choice"].startswith("cublaslt:"):
+            algos = r.get("cublaslt_algorithms") or []
+            index = int(r["choice"].split(":")[1])
+            if index < len(algos):
+                entries[record_key(r)]["cublaslt_algorithm"] = algos[index]
+    if not entries:
+        raise UsageError(f"no tuning records for GPU {gpu!r}: run `warpforge gemm tune` on it first")
+    return {"gpu": gpu, "gpu_slug": gpu_slug(gpu), "created": time.strftime("%Y-%m-%d"),
+            "torch": torch.__version__, "entries": sorted(entries.values(), key=lambda e: (e["dtype"], e["layout"], e["M"], e["N"], e["K"]))}
+
+
+def geomean_ratio(pairs: list[tuple[float, float]]) -> float:
+    return metrics.geometric_mean([b / a for a, b in pairs if a > 0 and b > 0]) if pairs else math.nan

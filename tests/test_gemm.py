@@ -1,0 +1,290 @@
+"""The GEMM track on the CPU: Triton kernels (interpreted), choices, tuner rules, resume, table
+lookup, dispatcher fallback, benchmark files and the CLI. GPU runs are in test_gemm_gpu.py."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from warpforge.cli import main  # noqa: E402
+from warpforge.errors import UsageError  # noqa: E402
+from warpforge.gemm import choices, dispatch, tune  # noqa: E402
+from warpforge.gemm.shapes import GemmShape  # noqa: E402
+from warpforge.gemm.triton_gemm import TritonConfig, applicable, candidate_configs  # noqa: E402
+
+triton_gemm = pytest.importorskip("warpforge.gemm.triton_gemm")
+needs_triton = pytest.mark.skipif(not triton_gemm.HAVE_TRITON, reason="Triton not installed")
+
+TINY_SCREEN = dict(warmup_ms=0.5, rep_ms=1.0, min_reps=3, max_reps=4)
+TINY_FINAL = dict(warmup_ms=0.5, rep_ms=2.0, min_reps=5, max_reps=6)
+
+
+def _err(shape: GemmShape, layout: str, fn: choices.GemmFn, seed: int = 0) -> float:
+    a, b = choices.make_inputs(shape, layout, "cpu", seed)
+    return choices.rel_error(fn(a, b), choices.reference(a, b, layout))
+
+
+@needs_triton
+@pytest.mark.parametrize("layout", ["nn", "nt"])
+@pytest.mark.parametrize("cfg", [
+    TritonConfig("tiled", 16, 32, 32),
+    TritonConfig("splitk", 16, 32, 32, split_k=3),
+    TritonConfig("streamk", 16, 32, 32),
+    TritonConfig("tma", 16, 32, 32),
+], ids=lambda c: c.family)
+def test_triton_families_match_the_reference_on_edge_tiles(cfg: TritonConfig, layout: str) -> None:
+    # M, N, K cut through tiles; K=104 (not a multiple of BK) for the TMA case, 100 (not even a
+    # multiple of 8) for the pointer kernels, which need no padding
+    shape = GemmShape(37, 72, 104 if cfg.family == "tma" else 100)
+    assert applicable(shape, layout, cfg) is None
+    assert _err(shape, layout, lambda a, b: triton_gemm.matmul(a, b, cfg, layout)) < choices.tolerance("float16")
+
+
+@needs_triton
+@pytest.mark.parametrize("family", ["splitk", "streamk"])
+def test_fixup_counters_are_reset_by_the_kernel(family: str) -> None:
+    """The last program of a split tile resets its counter: a second call on the same workspace
+    must be as right as the first (a stale counter would make no program write C)."""
+    cfg = TritonConfig(family, 16, 32, 32, split_k=4 if family == "splitk" else 1)
+    shape = GemmShape(20, 40, 256)
+    for seed in (1, 2):
+        a, b = choices.make_inputs(shape, "nn", "cpu", seed)
+        out = torch.full((20, 40), float("nan"), dtype=torch.float16)
+        triton_gemm.launch(a, b, out, cfg, "nn")
+        assert choices.rel_error(out, choices.reference(a, b, "nn")) < 1e-3
+    ws, counters = triton_gemm._workspace(torch.device("cpu"), 1, 1)
+    assert int(counters.abs().sum()) == 0
+
+
+def test_config_names_round_trip_and_bad_names_fail() -> None:
+    for cfg in (TritonConfig("splitk", 16, 64, 128, 4, 4, 8, 8), TritonConfig("tma", 128, 256, 64, 3, 8, ws=True)):
+        assert TritonConfig.from_name(cfg.name) == cfg
+    with pytest.raises(UsageError, match="not a Triton GEMM configuration"):
+        TritonConfig.from_name("triton_warp:BM16")
+
+
+def test_candidate_configs_follow_the_shape() -> None:
+    decode = candidate_configs(GemmShape(1, 4096, 4096), "nt", 132)
+    assert decode and all(c.bm == 16 for c in decode) and any(c.split_k > 1 for c in decode)
+    unaligned = candidate_configs(GemmShape(4096, 4096, 4100), "nn", 132)
+    assert unaligned and not any(c.family == "tma" for c in unaligned)  # TMA needs 16-byte rows
+    big = candidate_configs(GemmShape(8192, 8192, 8192), "nn", 132)
+    assert any(c.family == "tma" and c.ws for c in big)
+    assert not any(c.family in ("splitk", "streamk") for c in big)  # 4096 tiles fill the GPU already
+    kheavy = candidate_configs(GemmShape(256, 256, 16384), "nn", 132)
+    assert any(c.family == "splitk" for c in kheavy) and any(c.family == "streamk" for c in kheavy)
+
+
+@pytest.mark.parametrize("layout", ["nn", "nt"])
+def test_padded_choice_is_exact_for_unaligned_shapes(layout: str) -> None:
+    shape = GemmShape(9, 37, 45)
+    assert not shape.aligned
+    assert _err(shape, layout, choices.padded_choice(layout)) < 1e-3
+    a, b = choices.make_inputs(shape, layout, "cpu", 0)
+    out = choices.padded_choice(layout)(a, b)
+    assert out.shape == (9, 37) and out.is_contiguous()
+
+
+def test_rel_error_catches_nan_and_wrong_shapes() -> None:
+    ref = torch.ones(4, 4)
+    assert choices.rel_error(torch.ones(4, 4), ref) == 0
+    assert choices.rel_error(torch.full((4, 4), float("nan")), ref) == float("inf")
+    assert choices.rel_error(torch.ones(4, 3), ref) == float("inf")
+
+
+def _settings(**kw: Any) -> tune.TuneSettings:
+    return tune.TuneSettings(families=kw.pop("families", ("triton",)), cublaslt=False, max_configs=kw.pop("max_configs", 2),
+                             screen=dict(TINY_SCREEN), final=dict(TINY_FINAL), **kw)
+
+
+def _fake_timings(monkeypatch: pytest.MonkeyPatch, table: dict[str, tuple[float, float]]) -> None:
+    """ShapeBench.time returns (median, iqr) from `table` by which choice function it is given."""
+    real_fn = tune.ShapeBench.fn
+
+    def fn(self: tune.ShapeBench, name: str) -> choices.GemmFn:
+        f = real_fn(self, name)
+        f.__dict__["choice_name"] = name if hasattr(f, "__dict__") else None
+        return f
+
+    def fake_time(self: tune.ShapeBench, f: Any, budget: dict[str, Any], mode: str = "offline", rng: Any = None) -> dict[str, Any]:
+        name = getattr(f, "choice_name", "torch")
+        ms, iqr = table.get(name, (10.0, 0.1))
+        return {"ms": ms, "iqr_ms": iqr, "n": 10, "host_ms": ms}
+
+    monkeypatch.setattr(tune.ShapeBench, "fn", fn)
+    monkeypatch.setattr(tune.ShapeBench, "time", fake_time)
+
+
+def _ours(shape: GemmShape, layout: str = "nn") -> list[str]:
+    return tune.our_choices(shape, layout, "cpu", _settings())
+
+
+@needs_triton
+def test_tuner_keeps_torch_unless_a_kernel_wins_beyond_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    shape = GemmShape(32, 64, 64)
+    first, second = _ours(shape)
+    # 3% faster but the spreads overlap: torch stays
+    _fake_timings(monkeypatch, {"torch": (1.00, 0.05), first: (0.97, 0.05), second: (2.0, 0.01)})
+    rec = tune.tune_shape(shape, "nn", "cpu", _settings())
+    assert rec["choice"] == "torch" and rec["best_baseline"] == "torch"
+    # 20 % faster with tight spreads: the kernel wins
+    _fake_timings(monkeypatch, {"torch": (1.00, 0.02), first: (0.80, 0.02), second: (2.0, 0.01)})
+    rec = tune.tune_shape(shape, "nn", "cpu", _settings())
+    assert rec["choice"] == first and rec["choice_ms"] == 0.80
+    assert {c["name"]: c["status"] for c in rec["candidates"]}[first] == "ok"
+
+
+@needs_triton
+def test_tuner_never_picks_a_wrong_kernel_however_fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    shape = GemmShape(32, 64, 64)
+    first, _ = _ours(shape)
+    real = choices.make_choice
+
+    def broken(name: str, layout: str, a: torch.Tensor, b: torch.Tensor) -> choices.GemmFn:
+        fn = real(name, layout, a, b)
+        if name == first:  # fp16 accumulation, as a too-clever kernel might do
+            return lambda x, y: (x @ (y if layout == "nn" else y.t())).to(torch.float16) * 1.01
+        return fn
+
+    monkeypatch.setattr(choices, "make_choice", broken)
+    _fake_timings(monkeypatch, {"torch": (1.0, 0.01), first: (0.1, 0.001)})
+    rec = tune.tune_shape(shape, "nn", "cpu", _settings())
+    entry = {c["name"]: c for c in rec["candidates"]}[first]
+    assert entry["status"] == "incorrect" and entry["rel_err"] > 1e-3 and "screen" not in entry
+    assert rec["choice"] != first
+
+
+@needs_triton
+def test_sweep_appends_as_it_goes_and_resumes(tmp_path: Path) -> None:
+    shapes = [GemmShape(16, 32, 32), GemmShape(16, 40, 24)]
+    path = tmp_path / "tune.jsonl"
+    done = list(tune.sweep(shapes[:1], "nn", "cpu", path, _settings(max_configs=1)))
+    assert done[0][1] is not None and len(tune.read_records(path)) == 1
+    with open(path, "a") as f:
+        f.write('{"M": 16, "N": 40, "K"')  # a record cut short by a crash
+    again = list(tune.sweep(shapes, "nn", "cpu", path, _settings(max_configs=1)))
+    assert again[0][1] is None and again[1][1] is not None  # first skipped, second tuned
+    keys = {tune.record_key(r) for r in tune.read_records(path)}
+    assert keys == {(16, 32, 32, "float16", "nn"), (16, 40, 24, "float16", "nn")}
+
+
+def test_sample_spreads_over_flops() -> None:
+    from warpforge.gemm.shapes import shape_set
+
+    grid = shape_set("cudal2")
+    picked = tune.sample(grid, 10)
+    assert len(picked) == 10 == len(set(picked))
+    flops = [s.flops for s in picked]
+    assert flops == sorted(flops) and flops[0] < 1e8 and flops[-1] > 5e11  # spread like the whole set
+    assert tune.sample(grid[:5], 10) == grid[:5]
+
+
+def _records() -> list[dict[str, Any]]:
+    def rec(m: int, n: int, k: int, choice: str) -> dict[str, Any]:
+        return {"M": m, "N": n, "K": k, "dtype": "float16", "layout": "nn", "gpu": "GPU X", "choice": choice,
+                "choice_ms": 1.0, "baselines": {"torch": {"ms": 1.2}},
+                "cublaslt_algorithms": [{"index": 0}, {"index": 1, "tile": "64x64"}]}
+    return [rec(64, 4096, 4096, "triton_splitk:BM16-BN64-BK128-S4-W4-G8-K4"), rec(1024, 1024, 1024, "cublaslt:1"),
+            rec(4096, 4096, 4100, "torch_padded"), rec(2048, 2048, 2048, "torch")]
+
+
+def test_table_lookup_exact_nearest_and_fallback() -> None:
+    table = dispatch.Table(tune.build_table(_records(), "GPU X"))
+    assert table.gpu == "GPU X"
+    assert table.lookup("float16", "nn", 1024, 1024, 1024) == ("cublaslt:1", "measured")
+    assert table.lookup("float16", "nn", 64, 4096, 4096)[0].startswith("triton_splitk")
+    # a nearby unmeasured shape takes our kernel from the nearest bucket ...
+    assert table.lookup("float16", "nn", 48, 4096, 3072) == (table.lookup("float16", "nn", 64, 4096, 4096)[0], "nearest")
+    # ... but never a cuBLASLt algorithm index (problem-specific), another alignment class, or a far shape
+    assert table.lookup("float16", "nn", 1000, 1024, 1024) == ("torch", "default")
+    assert table.lookup("float16", "nn", 4000, 4096, 4096) == ("torch", "default")
+    assert table.lookup("float16", "nn", 4000, 4096, 4092) == ("torch_padded", "nearest")
+    assert table.lookup("float16", "nn", 64, 40000, 4096) == ("torch", "default")
+    assert table.lookup("bfloat16", "nn", 64, 4096, 4096) == ("torch", "default")
+    assert tune.build_table(_records(), "GPU X")["entries"][0]["M"] == 64
+    with pytest.raises(UsageError, match="no tuning records"):
+        tune.build_table(_records(), "GPU Y")
+
+
+def test_table_files_give_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="does not exist"):
+        dispatch.Table.load(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(UsageError, match="not valid JSON"):
+        dispatch.Table.load(bad)
+    bad.write_text('{"entries": 3}')
+    with pytest.raises(UsageError, match="not a warpforge GEMM table"):
+        dispatch.Table.load(bad)
+
+
+def test_dispatcher_falls_back_to_torch_off_the_gpu() -> None:
+    a, b = torch.randn(5, 7), torch.randn(7, 3)
+    assert dispatch.choose(a, b)[0] == "torch"
+    assert torch.equal(dispatch.matmul(a, b), a @ b)
+    assert torch.equal(dispatch.matmul(a, b.t().contiguous().t()), a @ b)
+    x = torch.randn(2, 5, 7)
+    assert torch.equal(dispatch.matmul(x, b), x @ b)
+    if hasattr(torch.ops.warpforge, "matmul"):
+        assert torch.equal(torch.ops.warpforge.matmul(a, b), a @ b)
+
+
+def test_gpu_slug() -> None:
+    assert tune.gpu_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
+    assert tune.gpu_slug("NVIDIA H200") == "h200"
+
+
+def test_bench_writes_results_files_and_resumes(tmp_path: Path) -> None:
+    from warpforge.gemm import bench
+
+    settings = bench.BenchSettings(modes=("offline", "server"), cublaslt=False, final=dict(TINY_FINAL),
+                                   server=dict(TINY_FINAL), screen=dict(TINY_SCREEN))
+    settings.server["gap_ms"] = (0.1, 0.2)
+    shapes = [GemmShape(8, 16, 24), GemmShape(8, 24, 16)]
+    paths = bench.bench(shapes[:1], "mine.csv", "nn", "cpu", tmp_path, settings, planned=2)
+    assert [p.name.split("_")[-2] for p in paths] == ["offline", "server"]
+    assert all(p.name.startswith("gemm_cpu_mine_") for p in paths)
+    seen: list[Any] = []
+    bench.bench(shapes, "mine.csv", "nn", "cpu", tmp_path, settings, planned=2, on_shape=lambda s, r: seen.append(r))
+    assert seen[0] is None and seen[1] is not None  # the first shape was kept from the first run
+    doc = json.loads(paths[0].read_text())
+    assert doc["set"] == "mine.csv" and doc["mode"] == "offline" and doc["sweep"] == {
+        "planned": 2, "measured": 2, "note": "the whole set"}
+    row = doc["shapes"][0]
+    for key in ("M", "N", "K", "dtype", "torch_ms", "cublaslt_heuristic_ms", "cublaslt_autotuned_ms", "choice",
+                "warpforge_ms", "speedup_vs_torch", "speedup_vs_cublaslt_autotuned", "torch_nt_ms", "rel_err"):
+        assert key in row
+    assert row["choice"] == "torch" and row["speedup_vs_torch"] == 1.0 and row["rel_err"] < 1e-3
+
+
+def test_cli_shapes_and_clear_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["gemm", "shapes", "--shapes", "cudal2", "--sample", "3", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 3
+    if not torch.cuda.is_available():
+        assert main(["gemm", "tune", "--shapes", "llm"]) == 2
+        assert "no CUDA GPU" in capsys.readouterr().err
+    assert main(["gemm", "bench", "--shapes", str(tmp_path / "none.csv"), "--device", "cpu"]) == 2
+    assert "no shape set or file" in capsys.readouterr().err
+    assert main(["gemm", "bench", "--modes", "fast", "--device", "cpu"]) == 2
+    empty = tmp_path / "t.jsonl"
+    empty.write_text("")
+    assert main(["gemm", "table", str(empty), "--out", str(tmp_path / "x.json")]) == 2
+
+
+@needs_triton
+def test_cli_tune_on_cpu_writes_records_and_a_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("M,N,K\n16,32,32\n")
+    args = ["gemm", "tune", "--shapes", str(shapes), "--device", "cpu", "--out", str(tmp_path), "--no-cublaslt",
+            "--quick", "--families", "triton"]
+    assert main(args) == 0
+    table = json.loads((tmp_path / "table.json").read_text())
+    assert table["gpu"] == "cpu" and len(table["entries"]) == 1
+    assert len(tune.read_records(tmp_path / "tune.jsonl")) == 1

@@ -1,0 +1,112 @@
+"""The GEMM track on a CUDA GPU: every Triton family and dtype, cuBLASLt through nvmath, and the
+dispatcher on side streams, in CUDA graphs and under torch.compile. Skipped without CUDA."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from warpforge.gemm import choices, dispatch
+from warpforge.gemm.shapes import GemmShape
+
+pytestmark = pytest.mark.gpu
+
+SHAPES = [GemmShape(1, 4096, 4096), GemmShape(37, 72, 1000), GemmShape(200, 136, 72), GemmShape(512, 512, 512),
+          GemmShape(256, 256, 16384), GemmShape(1000, 1000, 1004)]
+
+
+def _check(shape: GemmShape, layout: str, name: str) -> float:
+    a, b = choices.make_inputs(shape, layout, "cuda", 0)
+    fn = choices.make_choice(name, layout, a, b)
+    return choices.rel_error(fn(a, b), choices.reference(a, b, layout))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("layout", ["nn", "nt"])
+def test_every_triton_candidate_is_correct(dtype: str, layout: str) -> None:
+    from warpforge.gemm import triton_gemm
+
+    failures = []
+    for base in SHAPES:
+        shape = GemmShape(base.M, base.N, base.K, dtype)
+        for cfg in triton_gemm.candidate_configs(shape, layout, triton_gemm.num_sms(torch.device("cuda")))[:6]:
+            err = _check(shape, layout, cfg.name)
+            if not err < choices.tolerance(dtype):
+                failures.append((shape.M, shape.N, shape.K, cfg.name, err))
+    assert not failures
+
+
+@pytest.mark.parametrize("family", ["splitk", "streamk"])
+def test_split_reductions_are_deterministic(family: str) -> None:
+    from warpforge.gemm.triton_gemm import TritonConfig, matmul
+
+    cfg = TritonConfig(family, 64, 64, 64, 3, 4, 8, 8 if family == "splitk" else 1)
+    a, b = choices.make_inputs(GemmShape(256, 256, 16384), "nn", "cuda", 0)
+    first = matmul(a, b, cfg)
+    assert all(torch.equal(first, matmul(a, b, cfg)) for _ in range(20))
+
+
+def test_cublaslt_algorithms_are_all_correct() -> None:
+    shape = GemmShape(128, 4096, 4096)
+    a, b = choices.make_inputs(shape, "nt", "cuda", 0)
+    lt = choices.CublasLt.for_problem(a, b, "nt")
+    assert lt.algorithms
+    for i in range(len(lt.algorithms)):
+        assert choices.rel_error(lt.call(i)(a, b), choices.reference(a, b, "nt")) < 1e-3
+
+
+def test_padded_choice_on_unaligned_shape() -> None:
+    assert _check(GemmShape(1000, 1000, 1004), "nn", "torch_padded") < 1e-3
+    assert _check(GemmShape(64, 50257, 768), "nt", "torch_padded") < 1e-3
+
+
+@pytest.fixture
+def triton_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    gpu = torch.cuda.get_device_name(0)
+    name = "triton_splitk:BM16-BN64-BK128-S4-W4-G8-K8"
+    entries = [{"M": 16, "N": 4096, "K": 4096, "dtype": "float16", "layout": "nt", "choice": name}]
+    path = tmp_path / "table.json"
+    path.write_text(json.dumps({"gpu": gpu, "entries": entries}))
+    monkeypatch.setenv("WARPFORGE_GEMM_TABLE", str(path))
+    dispatch.reset()
+    yield name
+    dispatch.reset()
+
+
+def test_dispatcher_runs_the_table_choice_on_side_streams_and_in_graphs(triton_table: str) -> None:
+    x = torch.randn(16, 4096, device="cuda", dtype=torch.float16)
+    w = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    assert dispatch.choose(x, w.t()) == (triton_table, "measured")
+    ref = choices.reference(x, w, "nt")
+    assert choices.rel_error(dispatch.matmul(x, w.t()), ref) < 1e-3
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out = dispatch.matmul(x, w.t())
+    torch.cuda.current_stream().wait_stream(side)
+    assert choices.rel_error(out, ref) < 1e-3
+    static_x = x.clone()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side):
+        dispatch.matmul(static_x, w.t())  # warm-up (compiles) outside the capture
+        with torch.cuda.graph(graph):
+            static_out = dispatch.matmul(static_x, w.t())
+    for _ in range(3):
+        static_x.copy_(torch.randn_like(x))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert choices.rel_error(static_out, choices.reference(static_x, w, "nt")) < 1e-3
+
+
+def test_custom_op_under_torch_compile(triton_table: str) -> None:
+    x = torch.randn(16, 4096, device="cuda", dtype=torch.float16)
+    w = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+
+    @torch.compile(fullgraph=True)
+    def layer(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(torch.ops.warpforge.matmul(x, w.t()))
+
+    assert choices.rel_error(layer(x), torch.relu(choices.reference(x, w, "nt"))) < 1e-3
