@@ -118,8 +118,13 @@ def _fake_timings(monkeypatch: pytest.MonkeyPatch, table: dict[str, tuple[float,
         ms, iqr = table.get(name, (10.0, 0.1))
         return {"ms": ms, "iqr_ms": iqr, "n": 10, "host_ms": ms}
 
+    def fake_time_many(self: tune.ShapeBench, fns: dict[str, Any], budget: dict[str, Any], mode: str = "offline",
+                       rng: Any = None, rounds: int = 3) -> dict[str, Any]:
+        return {n: fake_time(self, f, budget) for n, f in fns.items()}
+
     monkeypatch.setattr(tune.ShapeBench, "fn", fn)
     monkeypatch.setattr(tune.ShapeBench, "time", fake_time)
+    monkeypatch.setattr(tune.ShapeBench, "time_many", fake_time_many)
 
 
 def _ours(shape: GemmShape, layout: str = "nn") -> list[str]:
@@ -288,3 +293,11 @@ def test_cli_tune_on_cpu_writes_records_and_a_table(tmp_path: Path, capsys: pyte
     table = json.loads((tmp_path / "table.json").read_text())
     assert table["gpu"] == "cpu" and len(table["entries"]) == 1
     assert len(tune.read_records(tmp_path / "tune.jsonl")) == 1
+
+
+def test_time_many_interleaves_rounds_and_keeps_every_sample() -> None:
+    sb = tune.ShapeBench(GemmShape(8, 8, 8), "nn", "cpu")
+    budget = dict(warmup_ms=0.1, rep_ms=0.5, min_reps=6, max_reps=9)
+    out = sb.time_many({"torch": choices.torch_choice("nn"), "other": sb.other_layout()[1]}, budget, rounds=3)
+    assert set(out) == {"torch", "other"}
+    assert all(v["n"] >= 6 and v["ms"] > 0 and v["iqr_ms"] >= 0 for v in out.values())  # 3 rounds x >= 2 calls

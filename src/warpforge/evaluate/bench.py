@@ -136,8 +136,10 @@ def time_calls(
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
             _synchronize()
             if cycles_per_ms and _spin is not None:
-                # busy the GPU while the call is launched: 1.5x the median launch time so far, 20 us - 5 ms
-                hold_ms = min(max(1.5 * statistics.median(launch_ms), 0.02), 5.0) if launch_ms else 0.2
+                # busy the GPU while the call is launched: twice the median launch time so far plus
+                # 50 us for recording the start event and entering the call, at most 5 ms. (1.5x
+                # alone was too short for fast launches: a 2.2 us cuBLAS kernel read 10-24 us.)
+                hold_ms = min(2.0 * statistics.median(launch_ms) + 0.05, 5.0) if launch_ms else 0.2
                 _spin(int(hold_ms * cycles_per_ms))
             start.record()
             h0 = _perf_counter()

@@ -125,25 +125,25 @@ def bench_shape(shape: GemmShape, layout: str, device: str, settings: BenchSetti
         lt_best = sorted(screened, key=screened.__getitem__)[:2]
 
     rows: dict[str, dict[str, Any]] = {}
+    other, other_fn = sb.other_layout()
     for mode in settings.modes:
         budget = settings.final if mode == "offline" else settings.server
-        t = {n: sb.time(fns[n], budget, mode, rng) for n in ["torch", "compile"] if n in fns}
+        timed = {n: fns[n] for n in ["torch", "compile", *dict.fromkeys(["cublaslt:0", *(lt_best or [])])]
+                 if n in fns and (n != "cublaslt:0" or lt_best)}
+        if mode == "offline":
+            timed[f"torch_{other}"] = other_fn
+        if choice != "torch":
+            timed["warpforge"] = ours
+        # all in interleaved rounds, so clock and temperature drift hits every column alike
+        t = sb.time_many(timed, budget, mode, rng)
         row = dict(base)
         row["torch_ms"], row["torch_iqr_ms"] = t["torch"]["ms"], t["torch"]["iqr_ms"]
         if mode == "offline":
-            other = "nt" if layout == "nn" else "nn"
-            other_sets = [(a, b.t().contiguous()) for a, b in sb.sets]
-            ofn = choices.torch_choice(other)
-            from warpforge.evaluate.bench import time_calls
-
-            st = time_calls(lambda args: ofn(args[0], args[1]), lambda i: list(other_sets[i % 2]), 2, device, rng=rng,
-                            trusted_stream=True, **budget)
-            row[f"torch_{other}_ms"] = st["median_ms"]
+            row[f"torch_{other}_ms"] = t[f"torch_{other}"]["ms"]
             row[f"torch_{layout}_ms"] = row["torch_ms"]
-            row["torch_best_layout_ms"] = min(row["torch_ms"], st["median_ms"])
-            del other_sets
+            row["torch_best_layout_ms"] = min(row["torch_ms"], row[f"torch_{other}_ms"])
         if lt_best:
-            lt_t = {n: sb.time(fns[n], budget, mode, rng) for n in dict.fromkeys(["cublaslt:0", *lt_best])}
+            lt_t = {n: t[n] for n in t if n.startswith("cublaslt:")}
             row["cublaslt_heuristic_ms"] = lt_t["cublaslt:0"]["ms"]
             winner = min(lt_t, key=lambda n: lt_t[n]["ms"])
             row["cublaslt_autotuned_ms"], row["cublaslt_autotuned_choice"] = lt_t[winner]["ms"], winner
@@ -154,7 +154,7 @@ def bench_shape(shape: GemmShape, layout: str, device: str, settings: BenchSetti
             row["warpforge_ms"], row["warpforge_iqr_ms"] = row["torch_ms"], row["torch_iqr_ms"]
             row["warpforge_latency_ms"] = t["torch"]["host_ms"]
         else:
-            w = sb.time(ours, budget, mode, rng)
+            w = t["warpforge"]
             row["warpforge_ms"], row["warpforge_iqr_ms"], row["warpforge_latency_ms"] = w["ms"], w["iqr_ms"], w["host_ms"]
         row["torch_latency_ms"] = t["torch"]["host_ms"]
         row["speedup_vs_torch"] = _ratio(row["torch_ms"], row["warpforge_ms"])
