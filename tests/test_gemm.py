@@ -301,3 +301,62 @@ def test_time_many_interleaves_rounds_and_keeps_every_sample() -> None:
     out = sb.time_many({"torch": choices.torch_choice("nn"), "other": sb.other_layout()[1]}, budget, rounds=3)
     assert set(out) == {"torch", "other"}
     assert all(v["n"] >= 6 and v["ms"] > 0 and v["iqr_ms"] >= 0 for v in out.values())  # 3 rounds x >= 2 calls
+
+
+CANDIDATE = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, A, B):
+        return torch.matmul(A.float(), B.t().float()).to(A.dtype){wrong}
+"""
+
+
+def test_gemm_task_feeds_the_optimisation_loop_and_its_kernels_the_tuner(tmp_path: Path) -> None:
+    """`warpforge gemm task` writes a task the evaluator accepts; a kernel for it (here a plain
+    PyTorch rewrite) is then a `file:` choice of the tuner, verified like every other choice."""
+    from warpforge import Candidate, EvalConfig, evaluate, load_task
+
+    task_path = tmp_path / "task.py"
+    assert main(["gemm", "task", "100x37x45", "--layout", "nt", "--out", str(task_path)]) == 0
+    task = load_task(str(task_path))
+    assert task.sizes("gpu") == {"M": 100, "N": 37, "K": 45} and task.sizes("cpu")["K"] % 8 == 45 % 8
+    good, bad = tmp_path / "good.py", tmp_path / "bad.py"
+    good.write_text(CANDIDATE.format(wrong=""))
+    bad.write_text(CANDIDATE.format(wrong=" * 1.01"))
+    result = evaluate(task, Candidate.from_file(good), EvalConfig(device="cpu", bench=False))
+    assert result.correct, result.reason
+    settings = _settings(families=(), candidates=(str(good), str(bad)))
+    rec = tune.tune_shape(GemmShape(100, 37, 45), "nt", "cpu", settings)
+    status = {c["name"].rsplit("/", 1)[-1]: c["status"] for c in rec["candidates"]}
+    assert status["good.py"] == "ok" and status["bad.py"] == "incorrect"
+    assert not rec["choice"].endswith("bad.py")
+    with pytest.raises(UsageError, match="defines no class ModelNew"):
+        (tmp_path / "none.py").write_text("x = 1\n")
+        choices.make_choice(f"file:{tmp_path / 'none.py'}", "nn", torch.ones(1, 1), torch.ones(1, 1))
+    assert main(["gemm", "task", "4096x4096"]) == 2
+
+
+def test_shipped_tables_name_only_choices_that_exist() -> None:
+    from importlib import resources
+
+    from warpforge.gemm.cuda_mma import MmaConfig
+
+    tables = [p for p in (resources.files("warpforge.gemm") / "tables").iterdir() if p.name.endswith(".json")]
+    assert tables, "no GEMM table shipped"
+    for path in tables:
+        data = json.loads(path.read_text())
+        table = dispatch.Table(data, path.name)
+        assert tune.gpu_slug(table.gpu) + ".json" == path.name
+        for (dtype, layout, m, n, k), choice in table.entries.items():
+            assert dtype in ("float16", "bfloat16") and layout in ("nn", "nt") and min(m, n, k) >= 1
+            if choice.startswith("triton_"):
+                TritonConfig.from_name(choice)
+            elif choice.startswith("mma_"):
+                MmaConfig.from_name(choice)
+            elif choice.startswith("cublaslt:"):
+                assert int(choice.split(":")[1]) >= 0
+            else:
+                assert choice in ("torch", "torch_padded"), choice

@@ -32,6 +32,8 @@ def add_gemm_parser(sub: Any) -> None:
     t.add_argument("--out", help="folder for tune.jsonl and table.json (default: ~/.cache/warpforge/gemm/<gpu>/)")
     t.add_argument("--families", default="triton,mma", help="our kernel families to try: triton, mma (comma list, or none)")
     t.add_argument("--no-cublaslt", action="store_true", help="skip the cuBLASLt algorithms (no nvmath-python)")
+    t.add_argument("--candidate", action="append", default=[], metavar="FILE",
+                   help="also try this candidate kernel file (ModelNew.forward(a, b)) on every shape; repeatable")
     t.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu only for trying the tool (Triton interpreted)")
     t.add_argument("--quick", action="store_true", help="short timing budgets and 4 kernels per shape: for trying the tool, not for tables")
 
@@ -44,6 +46,12 @@ def add_gemm_parser(sub: Any) -> None:
     b.add_argument("--no-cublaslt", action="store_true")
     b.add_argument("--table", help="a table.json to dispatch with (sets WARPFORGE_GEMM_TABLE)")
     b.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+
+    k = gs.add_parser("task", help="write a task file for one shape, for `warpforge optimize` (LLM or agent kernels)")
+    k.add_argument("shape", help="MxNxK, e.g. 4096x4096x4100")
+    k.add_argument("--dtype", choices=["float16", "bfloat16"], default="float16")
+    k.add_argument("--layout", choices=["nn", "nt"], default="nn")
+    k.add_argument("--out", help="file to write (default: stdout)")
 
     tb = gs.add_parser("table", help="build a dispatcher table from tuning records (e.g. to ship it)")
     tb.add_argument("records", help="a tune.jsonl")
@@ -82,7 +90,25 @@ def _progress() -> Any:
 
 def cmd_gemm(args: argparse.Namespace) -> int:
     return {"shapes": _cmd_shapes, "tune": _cmd_tune, "bench": _cmd_bench, "table": _cmd_table,
-            "plot": _cmd_plot}[args.gemm_command](args)
+            "plot": _cmd_plot, "task": _cmd_task}[args.gemm_command](args)
+
+
+def _cmd_task(args: argparse.Namespace) -> int:
+    from warpforge.gemm.choices import task_source
+    from warpforge.gemm.shapes import GemmShape
+
+    try:
+        m, n, k = (int(v) for v in args.shape.lower().split("x"))
+    except ValueError:
+        raise UsageError(f"shape {args.shape!r} is not MxNxK (e.g. 4096x4096x4100)") from None
+    text = task_source(GemmShape(m, n, k, args.dtype), args.layout)
+    if args.out:
+        Path(args.out).write_text(text)
+        print(f"task -> {args.out}; search kernels with: warpforge optimize {args.out} --llm ...; "
+              f"then: warpforge gemm tune --shapes FILE.csv --candidate BEST.py", file=sys.stderr)
+    else:
+        print(text, end="")
+    return 0
 
 
 def _cmd_shapes(args: argparse.Namespace) -> int:
@@ -109,7 +135,10 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     gpu = device_name(args.device)
     out = Path(args.out) if args.out else dispatch.cache_dir(gpu)
     records = out / "tune.jsonl"
-    settings = TuneSettings(families=families, cublaslt=not args.no_cublaslt)
+    for path in args.candidate:
+        if not Path(path).is_file():
+            raise UsageError(f"--candidate {path} does not exist")
+    settings = TuneSettings(families=families, cublaslt=not args.no_cublaslt, candidates=tuple(args.candidate))
     if args.quick:
         settings.max_configs = 4
         settings.screen = dict(warmup_ms=1.0, rep_ms=2.0, min_reps=3, max_reps=5)

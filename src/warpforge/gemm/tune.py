@@ -50,6 +50,8 @@ OURS = ("triton", "mma")
 @dataclass
 class TuneSettings:
     families: tuple[str, ...] = OURS
+    candidates: tuple[str, ...] = ()
+    """candidate kernel files (file:<path> choices) tried on every shape, e.g. an optimisation loop's best"""
     cublaslt: bool = True
     finalists: int = 3
     max_configs: int = 24
@@ -152,7 +154,7 @@ def our_choices(shape: GemmShape, layout: str, device: str, settings: TuneSettin
         m_cap, n_cap = max(32, 1 << (shape.M - 1).bit_length()), max(64, 1 << (shape.N - 1).bit_length())
         mma = [c for c in cuda_mma.configs() if cuda_mma.applicable(shape, layout, c) and c.bm <= m_cap and c.bn <= n_cap]
         names += [c.name for c in mma][: max(1, settings.max_configs // 3)]
-    return names
+    return names + [f"file:{Path(p).resolve()}" for p in settings.candidates]
 
 
 def tune_shape(shape: GemmShape, layout: str, device: str, settings: TuneSettings) -> dict[str, Any]:
@@ -237,7 +239,7 @@ def tune_shape(shape: GemmShape, layout: str, device: str, settings: TuneSetting
 
 
 def _is_ours(name: str) -> bool:
-    return name.startswith(("triton_", "mma_"))
+    return name.startswith(("triton_", "mma_", "file:"))
 
 
 def _beats(fast: dict[str, Any], slow: dict[str, Any]) -> bool:
