@@ -12,8 +12,12 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from warpforge.errors import UsageError, WarpforgeError
+
+if TYPE_CHECKING:
+    from warpforge import EvalConfig
 
 
 def _eval_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -22,8 +26,14 @@ def _eval_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                                    "(a KernelBench-format file or a suite task name).")
     p.add_argument("task", help="task file, or a suite task name such as level1/softmax")
     p.add_argument("candidate", help="candidate file defining class ModelNew")
-    p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when a GPU is visible, else cpu")
+    add_eval_options(p)
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    p.add_argument("--samples", action="store_true", help="include raw timing samples in --json output")
+
+
+def add_eval_options(p: argparse.ArgumentParser) -> None:
+    """The evaluation options `warpforge eval` and `warpforge eval-batch` share."""
+    p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when a GPU is visible, else cpu")
     p.add_argument("--mode", choices=["offline", "server"], default="offline",
                    help="offline: back-to-back calls; server: random idle gaps before each call")
     p.add_argument("--trials", type=int, default=5, help="correctness trials with fresh inputs (default 5)")
@@ -36,7 +46,6 @@ def _eval_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     p.add_argument("--no-profile", action="store_true", help="skip recording which kernels ran")
     p.add_argument("--fresh-baselines", action="store_true",
                    help="re-time the eager / torch.compile baselines instead of reusing this machine's cached ones")
-    p.add_argument("--samples", action="store_true", help="include raw timing samples in --json output")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true")
     from warpforge.agent.cli import add_agent_parsers
     from warpforge.archive_cli import add_archive_parser
+    from warpforge.batch_cli import add_batch_parser
     from warpforge.gemm.cli import add_gemm_parser
     from warpforge.report.html import add_report_parser
     from warpforge.search.cli import add_optimize_parser
@@ -61,14 +71,30 @@ def build_parser() -> argparse.ArgumentParser:
     add_report_parser(sub)
     add_agent_parsers(sub)
     add_gemm_parser(sub)
+    add_batch_parser(sub)
     return parser
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from warpforge import Candidate, EvalConfig, evaluate, load_task
+    from warpforge import Candidate, evaluate, load_task
 
     task = load_task(args.task)
     candidate = Candidate.from_file(args.candidate)
+    config = config_from_args(args)
+    if not args.json:
+        print(f"evaluating {candidate.path} against {task.name} ...", file=sys.stderr)
+    result = evaluate(task, candidate, config)
+    if args.json:
+        print(json.dumps(result.to_dict(samples=args.samples)))
+    else:
+        print(format_result(result.to_dict(samples=False)))
+    return 0 if result.correct else 1
+
+
+def config_from_args(args: argparse.Namespace) -> EvalConfig:
+    """The EvalConfig of `add_eval_options`' flags; a clear error for --device cuda without a GPU."""
+    from warpforge import EvalConfig
+
     config = EvalConfig(
         device=args.device, size=args.size, trials=args.trials, bench=not args.no_bench, mode=args.mode,
         allow_tf32=args.allow_tf32, compile_baseline=args.compile_baseline, profile=not args.no_profile,
@@ -80,14 +106,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         if not cuda_available():
             raise UsageError("--device cuda was given but torch sees no CUDA GPU: drop --device or install a CUDA build of torch")
-    if not args.json:
-        print(f"evaluating {candidate.path} against {task.name} ...", file=sys.stderr)
-    result = evaluate(task, candidate, config)
-    if args.json:
-        print(json.dumps(result.to_dict(samples=args.samples)))
-    else:
-        print(format_result(result.to_dict(samples=False)))
-    return 0 if result.correct else 1
+    return config
 
 
 def format_result(r: dict) -> str:  # type: ignore[type-arg]
@@ -176,12 +195,13 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 def _commands() -> dict[str, Callable[[argparse.Namespace], int]]:
     from warpforge.agent.cli import cmd_agent, cmd_mcp
     from warpforge.archive_cli import cmd_archive
+    from warpforge.batch_cli import cmd_eval_batch
     from warpforge.gemm.cli import cmd_gemm
     from warpforge.report.html import cmd_report
     from warpforge.search.cli import cmd_optimize
 
     return {"eval": cmd_eval, "demo": cmd_demo, "tasks": cmd_tasks, "optimize": cmd_optimize,
-            "archive": cmd_archive, "report": cmd_report, "mcp": cmd_mcp, "agent": cmd_agent, "gemm": cmd_gemm}
+            "archive": cmd_archive, "report": cmd_report, "mcp": cmd_mcp, "agent": cmd_agent, "gemm": cmd_gemm, "eval-batch": cmd_eval_batch}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

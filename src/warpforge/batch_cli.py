@@ -1,0 +1,85 @@
+"""`warpforge eval-batch`: evaluate many (task, candidate) pairs on every GPU here, or on a Ray cluster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from warpforge.errors import UsageError
+
+
+def add_batch_parser(sub: Any) -> None:
+    from warpforge.cli import add_eval_options
+
+    p = sub.add_parser("eval-batch", help="evaluate many TASK:CANDIDATE pairs in parallel (local GPUs or Ray)",
+                       description="Evaluate TASK.py:CANDIDATE.py pairs with one worker per GPU (or a few CPU workers), "
+                                   "or on a Ray cluster; every pair gets exactly one result, even when a worker dies.")
+    p.add_argument("pairs", nargs="*", metavar="TASK:CANDIDATE", help="a task (file or suite name) and a candidate file")
+    p.add_argument("--manifest", help="a file with one TASK:CANDIDATE pair per line (# comments allowed)")
+    p.add_argument("--executor", choices=["local", "ray"], default="local")
+    p.add_argument("--ray-address", help="address of an existing Ray cluster (auto, ray://host:10001); default: start a local one")
+    p.add_argument("--workers", type=int, help="worker count (default: one per GPU; on the CPU, half the cores up to 4)")
+    p.add_argument("--json", action="store_true", help="one JSON object per pair on stdout, as results arrive")
+    add_eval_options(p)
+
+
+def parse_pairs(items: list[str], manifest: str | None) -> list[tuple[str, str]]:
+    lines = list(items)
+    if manifest:
+        path = Path(manifest)
+        if not path.is_file():
+            raise UsageError(f"manifest {manifest} does not exist")
+        base = path.parent
+        for raw in path.read_text().splitlines():
+            line = raw.split("#", 1)[0].strip()
+            if line:
+                task, _, cand = line.rpartition(":")
+                # relative paths in a manifest are relative to the manifest
+                fix = (lambda p: str(base / p) if p and not Path(p).is_absolute() and (base / p).exists() else p)
+                lines.append(f"{fix(task)}:{fix(cand)}")
+    pairs = []
+    for item in lines:
+        task, sep, cand = item.rpartition(":")
+        if not sep or not task or not cand:
+            raise UsageError(f"{item!r} is not TASK:CANDIDATE (e.g. level1/softmax:my_softmax.py)")
+        if not Path(cand).is_file():
+            raise UsageError(f"candidate {cand} (in {item!r}) does not exist")
+        pairs.append((task, cand))
+    if not pairs:
+        raise UsageError("no pairs given: pass TASK:CANDIDATE arguments or --manifest FILE")
+    return pairs
+
+
+def cmd_eval_batch(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from warpforge.cli import config_from_args
+    from warpforge.executor import Job, evaluate_batch
+    from warpforge.task import resolve_task_path
+
+    pairs = [(str(resolve_task_path(t)), c) for t, c in parse_pairs(args.pairs, args.manifest)]
+    config = config_from_args(args)
+    err = Console(stderr=True)
+    with Progress(TextColumn("eval-batch"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[last]}"), console=err) as bar:
+        tid = bar.add_task("", total=len(pairs), last="")
+
+        def done(job: Job, result: dict[str, Any]) -> None:
+            if args.json:
+                print(json.dumps(result), flush=True)
+            bar.update(tid, advance=1, last=f"{Path(job.candidate).name}: {result.get('status')}")
+
+        results = evaluate_batch(pairs, config, args.executor, args.workers, args.ray_address, done)
+    table = Table("task", "candidate", "status", "speedup", "worker")
+    for r in results:
+        speed = f"{r['speedup']:.3g}x" if r.get("speedup") else "-"
+        table.add_row(Path(r["task"]).stem, Path(r["candidate"]).name, str(r.get("status")), speed, str(r.get("worker", "")))
+    err.print(table)
+    n_ok = sum(1 for r in results if r.get("correct"))
+    err.print(f"{n_ok} of {len(results)} correct")
+    return 0 if n_ok == len(results) else 1

@@ -1,0 +1,301 @@
+"""Executors: many (task, candidate) evaluations at once — one worker per GPU of this machine
+(`local`), or workers on a Ray cluster (`ray`) — with no result lost and none counted twice.
+
+A *worker* (`EvalWorker`) is one long-lived process that evaluates jobs one after another
+through a `Judge` per task, so a task's reference process, baselines and spare candidate
+processes are reused; the Judge is recycled after `recycle_after` evaluations and after any
+CUDA error. On CUDA there is one worker per GPU (pinned with CUDA_VISIBLE_DEVICES, or by Ray's
+`num_gpus=1`), so each GPU times one candidate at a time; on the CPU, a few workers.
+
+The driver (`run_jobs`) keeps one thread per worker pulling jobs from one queue. When a worker
+dies mid-job (killed, out of memory, a lost Ray node), it is restarted and the job goes back on
+the queue, up to `retries` times; results are keyed by job index and the first one stored
+wins, so every job gets exactly one result. Only the driver writes results (and archives).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from warpforge.config import EvalConfig
+from warpforge.errors import UsageError, WarpforgeError
+
+EXECUTORS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class Job:
+    index: int
+    task: str
+    candidate: str
+
+
+class WorkerLost(Exception):
+    """The worker died or disconnected while running a job."""
+
+
+def config_from_dict(d: dict[str, Any]) -> EvalConfig:
+    d = dict(d)
+    if isinstance(d.get("server_gap_ms"), list):
+        d["server_gap_ms"] = tuple(d["server_gap_ms"])
+    return EvalConfig(**d)
+
+
+class EvalWorker:
+    """Evaluates jobs in this process, one Judge per task (the last task's only)."""
+
+    def __init__(self, config: dict[str, Any], recycle_after: int = 50, name: str = "") -> None:
+        self.config = config_from_dict(config)
+        self.recycle_after = recycle_after
+        self.name = name or f"pid{os.getpid()}"
+        self._judge: Any = None
+        self._judge_task = ""
+        self._count = 0
+
+    def run(self, task_path: str, candidate_path: str) -> dict[str, Any]:
+        from warpforge.candidate import Candidate
+        from warpforge.evaluate import Judge
+        from warpforge.task import load_task
+
+        try:
+            task = load_task(task_path)
+            candidate = Candidate.from_file(candidate_path)
+            if self._judge is None or self._judge_task != task_path:
+                self.close()
+                self._judge, self._judge_task, self._count = Judge(task, self.config), task_path, 0
+            result = self._judge.evaluate(candidate).to_dict(samples=False)
+        except WarpforgeError as exc:  # a broken task or an unreadable candidate: a result, not a crash
+            self.close()
+            result = {"status": "error", "correct": False, "reason": str(exc), "stage": "load"}
+        self._count += 1
+        cuda_error = "cuda" in str(result.get("reason", "")).lower() and result.get("status") in ("crashed", "runtime_error")
+        if self._count >= self.recycle_after or cuda_error:
+            self.close()
+        result.update(task=task_path, candidate=candidate_path, worker=self.name)
+        return result
+
+    def close(self) -> None:
+        if self._judge is not None:
+            self._judge.close()
+            self._judge = None
+
+
+def _local_worker_main(conn: Any, config: dict[str, Any], env: dict[str, str], name: str, recycle_after: int) -> None:
+    os.environ.update(env)  # before torch is imported here: CUDA_VISIBLE_DEVICES pins the GPU
+    worker = EvalWorker(config, recycle_after, name)
+    try:
+        while True:
+            job = conn.recv()
+            if job is None:
+                break
+            conn.send(worker.run(*job))
+    except (EOFError, KeyboardInterrupt):
+        pass
+    finally:
+        worker.close()
+
+
+class Slot(Protocol):
+    name: str
+    restarts: int
+    busy: threading.Event
+
+    def run(self, job: Job) -> dict[str, Any]: ...
+    def restart(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class LocalSlot:
+    """One worker process (spawned: a fresh interpreter, so the pinning env applies to CUDA)."""
+
+    def __init__(self, name: str, config: dict[str, Any], env: dict[str, str], recycle_after: int = 50) -> None:
+        self.name, self.config, self.env, self.recycle_after = name, config, env, recycle_after
+        self.busy = threading.Event()
+        self.restarts = 0
+        self._start()
+
+    def _start(self) -> None:
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_local_worker_main, args=(child, self.config, self.env, self.name, self.recycle_after),
+                                name=f"warpforge-{self.name}", daemon=True)
+        self.proc.start()
+        child.close()
+
+    def run(self, job: Job) -> dict[str, Any]:
+        self.busy.set()
+        try:
+            self.conn.send((job.task, job.candidate))
+            while not self.conn.poll(0.2):
+                if not self.proc.is_alive():
+                    raise WorkerLost(f"{self.name} exited with code {self.proc.exitcode}")
+            result: dict[str, Any] = self.conn.recv()
+            return result
+        except (EOFError, OSError, BrokenPipeError) as exc:
+            raise WorkerLost(f"{self.name}: {exc}") from None
+        finally:
+            self.busy.clear()
+
+    def restart(self) -> None:
+        self.close()
+        self.restarts += 1
+        self._start()
+
+    def close(self) -> None:
+        try:
+            self.conn.send(None)
+        except (OSError, BrokenPipeError):
+            pass
+        self.proc.join(timeout=10)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(timeout=5)
+        self.conn.close()
+
+
+class RaySlot:
+    """One Ray actor running an EvalWorker (num_gpus=1 on CUDA: Ray pins the GPU)."""
+
+    def __init__(self, name: str, config: dict[str, Any], device: str, recycle_after: int = 50) -> None:
+        import ray
+
+        self.name, self.config, self.recycle_after = name, config, recycle_after
+        self._remote: Any = ray.remote(num_gpus=1 if device == "cuda" else 0, num_cpus=1, max_restarts=0)(EvalWorker)
+        self.actor: Any = None
+        self.busy = threading.Event()
+        self.restarts = 0
+        self._start()
+
+    def _start(self) -> None:
+        self.actor = self._remote.remote(self.config, self.recycle_after, self.name)
+
+    def run(self, job: Job) -> dict[str, Any]:
+        import ray
+        from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+
+        self.busy.set()
+        try:
+            result: dict[str, Any] = ray.get(self.actor.run.remote(job.task, job.candidate))
+            return result
+        except (RayActorError, ActorDiedError, ActorUnavailableError) as exc:
+            raise WorkerLost(f"{self.name}: {type(exc).__name__}") from None
+        finally:
+            self.busy.clear()
+
+    def restart(self) -> None:
+        self.close()
+        self.restarts += 1
+        self._start()
+
+    def close(self) -> None:
+        import ray
+
+        try:
+            ray.get(self.actor.close.remote(), timeout=30)
+        except Exception:  # already dead
+            pass
+        ray.kill(self.actor)
+
+
+def run_jobs(jobs: Sequence[Job], slots: Sequence[Slot], on_result: Callable[[Job, dict[str, Any]], None] | None = None,
+             retries: int = 2) -> list[dict[str, Any]]:
+    """Run every job on the slots; results in job order, exactly one per job."""
+    if not slots:
+        raise UsageError("no workers to run on")
+    todo: queue.Queue[tuple[Job, int]] = queue.Queue()
+    for job in jobs:
+        todo.put((job, 0))
+    results: dict[int, dict[str, Any]] = {}
+    lock = threading.Lock()
+    remaining = threading.Semaphore(0)
+
+    def store(job: Job, result: dict[str, Any]) -> None:
+        with lock:
+            if job.index in results:  # a job retried after its worker died may finish twice: keep one
+                return
+            results[job.index] = result
+        if on_result is not None:
+            on_result(job, result)
+        remaining.release()
+
+    def loop(slot: Slot) -> None:
+        while True:
+            try:
+                job, attempt = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                store(job, slot.run(job))
+            except WorkerLost as exc:
+                slot.restart()
+                if attempt < retries:
+                    todo.put((job, attempt + 1))
+                else:
+                    store(job, {"status": "crashed", "correct": False, "stage": "executor",
+                                "reason": f"its worker died {attempt + 1} times ({exc})",
+                                "task": job.task, "candidate": job.candidate, "worker": slot.name})
+
+    threads = [threading.Thread(target=loop, args=(s,), name=f"executor-{s.name}", daemon=True) for s in slots]
+    for t in threads:
+        t.start()
+    for _ in jobs:
+        remaining.acquire()
+    for t in threads:
+        t.join()
+    return [results[j.index] for j in jobs]
+
+
+def local_slots(config: EvalConfig, workers: int | None = None, recycle_after: int = 50) -> list[Slot]:
+    """One worker per visible GPU on CUDA (each pinned to its GPU); a few on the CPU."""
+    cfg = config.resolved()
+    data = cfg.to_dict()
+    if cfg.device == "cuda":
+        import torch
+
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = [v.strip() for v in visible.split(",") if v.strip()] if visible else [str(i) for i in range(torch.cuda.device_count())]
+        ids = ids[:workers] if workers else ids
+        return [LocalSlot(f"gpu{gid}", data, {"CUDA_VISIBLE_DEVICES": gid}, recycle_after) for gid in ids]
+    n = workers or max(1, min(4, (os.cpu_count() or 2) // 2))
+    return [LocalSlot(f"cpu{i}", data, {}, recycle_after) for i in range(n)]
+
+
+def ray_slots(config: EvalConfig, workers: int | None = None, address: str | None = None, recycle_after: int = 50) -> list[Slot]:
+    """Workers as Ray actors: one per GPU of the cluster on CUDA, one per two CPUs otherwise."""
+    try:
+        import ray
+    except ImportError:
+        raise UsageError("--executor ray needs Ray: pip install 'warpforge[ray]'") from None
+    if not ray.is_initialized():  # warpforge must be installed on every node of a remote cluster
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    cfg = config.resolved()
+    resources = ray.cluster_resources()
+    if cfg.device == "cuda":
+        n = workers or int(resources.get("GPU", 0))
+        if n < 1:
+            raise UsageError("the Ray cluster has no GPUs: use --device cpu, or add GPU nodes")
+    else:
+        n = workers or max(1, int(resources.get("CPU", 2)) // 2)
+    return [RaySlot(f"ray{i}", cfg.to_dict(), cfg.device or "cpu", recycle_after) for i in range(n)]
+
+
+def evaluate_batch(pairs: Sequence[tuple[str, str]], config: EvalConfig, executor: str = "local", workers: int | None = None,
+                   ray_address: str | None = None, on_result: Callable[[Job, dict[str, Any]], None] | None = None
+                   ) -> list[dict[str, Any]]:
+    """Evaluate (task path, candidate path) pairs; `warpforge eval` result dicts plus task,
+    candidate and worker, in the order of `pairs`."""
+    if executor not in EXECUTORS:
+        raise UsageError(f"unknown executor {executor!r}: use local or ray")
+    jobs = [Job(i, t, c) for i, (t, c) in enumerate(pairs)]
+    slots = local_slots(config, workers) if executor == "local" else ray_slots(config, workers, ray_address)
+    try:
+        return run_jobs(jobs, slots[: max(1, min(len(slots), len(jobs)))], on_result)
+    finally:
+        for s in slots:
+            s.close()
