@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     from warpforge.archive_cli import add_archive_parser
     from warpforge.batch_cli import add_batch_parser
     from warpforge.gemm.cli import add_gemm_parser
+    from warpforge.train.cli import add_train_parser
     from warpforge.report.html import add_report_parser
     from warpforge.search.cli import add_optimize_parser
 
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_agent_parsers(sub)
     add_gemm_parser(sub)
     add_batch_parser(sub)
+    add_train_parser(sub)
     return parser
 
 
@@ -197,11 +199,13 @@ def _commands() -> dict[str, Callable[[argparse.Namespace], int]]:
     from warpforge.archive_cli import cmd_archive
     from warpforge.batch_cli import cmd_eval_batch
     from warpforge.gemm.cli import cmd_gemm
+    from warpforge.train.cli import cmd_train
     from warpforge.report.html import cmd_report
     from warpforge.search.cli import cmd_optimize
 
     return {"eval": cmd_eval, "demo": cmd_demo, "tasks": cmd_tasks, "optimize": cmd_optimize,
-            "archive": cmd_archive, "report": cmd_report, "mcp": cmd_mcp, "agent": cmd_agent, "gemm": cmd_gemm, "eval-batch": cmd_eval_batch}
+            "archive": cmd_archive, "report": cmd_report, "mcp": cmd_mcp, "agent": cmd_agent, "gemm": cmd_gemm, "eval-batch": cmd_eval_batch,
+            "train": cmd_train}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
