@@ -147,9 +147,10 @@ def record(archive: Archive, run_id: str, task_name: str, model: str, strategy: 
 def grpo(model: str, dataset: str | Path, out_dir: str | Path, archive_path: str | Path, settings: TrainSettings, *,
          config: EvalConfig, num_generations: int = 8, max_completion_length: int = 4096,
          reward_config: RewardConfig = RewardConfig(transform="speedup", clip=(0.0, 10.0)),
-         normalize: bool = True) -> dict[str, Any]:
+         normalize: bool = True, vllm_server: str | None = None) -> dict[str, Any]:
     """GRPO with the evaluator's reward (CUDA-L1: speedup, normalised by running statistics,
-    clipped to ±1.5; exploits get the lowest value). Rows need `prompt` and `task`."""
+    clipped to ±1.5; exploits get the lowest value). Rows need `prompt` and `task`. With
+    `vllm_server` (a `trl vllm-serve` URL) completions are generated there."""
     _need_trl()
     from datasets import load_dataset
     from trl import GRPOConfig, GRPOTrainer
@@ -161,8 +162,9 @@ def grpo(model: str, dataset: str | Path, out_dir: str | Path, archive_path: str
                                    run_id=f"grpo-{out.name}")
         reward = RecordedReward(archive, run_id, model, config, reward_config,
                                 RollingNormalizer(k=1.5) if normalize else None)
+        vllm: dict[str, Any] = dict(use_vllm=True, vllm_mode="server", vllm_server_base_url=vllm_server) if vllm_server else {}
         args = GRPOConfig(**settings.common(out), num_generations=num_generations,
-                          max_completion_length=max_completion_length)
+                          max_completion_length=max_completion_length, **vllm)
         reward_funcs: list[Any] = [reward]
         trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=ds,
                               peft_config=_peft(settings))
