@@ -219,6 +219,18 @@ def score_samples(samples: dict[str, list[str]], config: EvalConfig, archive: Ar
     return scored
 
 
+def _scored_run(archive: Archive, run_id: str, samples: dict[str, list[str]], config: EvalConfig, model: str,
+                strategy: str) -> dict[str, list[Reward]]:
+    """score_samples inside a run that ends `done`, or `stopped` when anything goes wrong."""
+    try:
+        scored = score_samples(samples, config, archive, run_id, model, strategy)
+    except BaseException:
+        archive.finish_run(run_id, "stopped")
+        raise
+    archive.finish_run(run_id, "done")
+    return scored
+
+
 def self_train(model: str, tasks: Sequence[str], sft_path: str | Path, archive_path: str | Path, *, config: EvalConfig,
                n: int = 8, max_new_tokens: int = 4096, custom_only: bool = False, device: str = "cpu",
                round_name: str = "self-train") -> dict[str, Any]:
@@ -227,8 +239,7 @@ def self_train(model: str, tasks: Sequence[str], sft_path: str | Path, archive_p
     samples = sample(model, tasks, n, max_new_tokens, device=device)
     with Archive(archive_path) as archive:
         run_id = archive.start_run({"phase": round_name, "model": model}, 0)
-        scored = score_samples(samples, config, archive, run_id, model, "self-train")
-        archive.finish_run(run_id, "done")
+        scored = _scored_run(archive, run_id, samples, config, model, "self-train")
     kept = []
     for name, rewards in scored.items():
         for text, r in zip(samples[name], rewards):
@@ -253,8 +264,7 @@ def heldout(model: str, tasks: Sequence[str], out_dir: str | Path, archive_path:
     samples = sample(model, tasks, n, max_new_tokens, device=device)
     with Archive(archive_path) as archive:
         run_id = archive.start_run({"phase": "heldout", "model": model, "label": label}, 0)
-        scored = score_samples(samples, config, archive, run_id, model, "heldout")
-        archive.finish_run(run_id, "done")
+        scored = _scored_run(archive, run_id, samples, config, model, "heldout")
     per_task = {}
     for name, rewards in scored.items():
         correct = sum(1 for r in rewards if r.result is not None and r.result.correct)
