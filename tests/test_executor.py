@@ -118,3 +118,12 @@ def test_pairs_and_manifests(tmp_path: Path) -> None:
         parse_pairs([], None)
     assert main(["eval-batch", "--device", "cpu"]) == 2
     assert main(["eval-batch", f"level1/nope:{cand}", "--device", "cpu"]) == 2
+
+
+def test_eval_results_cross_process_boundaries_intact() -> None:
+    from warpforge import Candidate, evaluate, load_task
+    from warpforge.candidate import EvalResult
+
+    result = evaluate(load_task(PAIRS[0][0]), Candidate.from_file(PAIRS[0][1]), EvalConfig(device="cpu", trials=2))
+    again = EvalResult.from_dict(result.to_dict(samples=True))
+    assert again == result and again.speedup == result.speedup and again.correct

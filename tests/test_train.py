@@ -89,22 +89,38 @@ def test_sft_self_training_grpo_and_resume(workdir: Path) -> None:
                          num_generations=2, max_completion_length=16)
     assert again["steps"] == 3 and again["scored"] == 2 and _runs(workdir / "a.db")["grpo-grpo"] == 6
 
+    # the same run scored on a pool of worker processes (what --executor local does on GPUs)
+    g.max_steps = 4
+    pooled = recipes.grpo(out["model"], d / "grpo_train.jsonl", workdir / "grpo", workdir / "a.db", g, config=CPU,
+                          num_generations=2, max_completion_length=16, executor="local", workers=2)
+    assert pooled["steps"] == 4 and pooled["scored"] == 2 and _runs(workdir / "a.db")["grpo-grpo"] == 8
+
     held = recipes.heldout(out["model"], ["level1/softmax"], workdir / "eval", workdir / "a.db", config=CPU, n=2, k=1,
                            max_new_tokens=16)
     assert held["pass_at_k"] == 0.0 and (workdir / "eval/rounds.jsonl").exists()
 
 
-def test_exploit_completions_get_the_exploit_reward() -> None:
+@pytest.mark.parametrize("pooled", [False, True], ids=["in-process", "worker-pool"])
+def test_exploit_completions_get_the_exploit_reward(pooled: bool) -> None:
+    """In this process or on a pool of workers (how a GRPO batch is scored in parallel), the
+    same completions get the same statuses, and cheating scores lowest."""
+    from warpforge.executor import EvalPool
+
     cheat = f"```python\n{(FIX / 'background_thread.py').read_text()}\n```"
     honest = f"```python\n{(ROOT / 'examples/relu_cpp.py').read_text()}\n```"
-    reward = KernelReward(CPU, RewardConfig())
+    wrong = f"```python\n{(FIX / 'zeros_output.py').read_text()}\n```"
+    pool = EvalPool(CPU, "local", workers=2) if pooled else None
+    reward = KernelReward(CPU, RewardConfig(), pool=pool)
+    matmul = str(ROOT / "tests/fixtures/tasks/matmul.py")
     try:
-        values = reward(["p", "p", "p"], [cheat, "no code here", honest], task=[str(ROOT / "tests/fixtures/tasks/matmul.py"),
-                                                                            "level1/relu", "level1/relu"])
+        values = reward(["p"] * 4, [cheat, "no code here", honest, wrong], task=[matmul, "level1/relu", "level1/relu", matmul])
     finally:
         reward.close()
-    assert [r.status for r in reward.last] == ["rejected", "no_program", "correct"]
+        if pool is not None:
+            pool.close()
+    assert [r.status for r in reward.last] == ["rejected", "no_program", "correct", "runtime_error"]
     assert values[0] == RewardConfig().rejected < values[1] < values[2]
+    assert all(r.result is not None for i, r in enumerate(reward.last) if i != 1)  # kept for the archive
 
 
 def test_train_cli_errors(tmp_path: Path, capsys: Any) -> None:

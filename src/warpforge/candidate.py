@@ -104,6 +104,23 @@ class EvalResult:
             return self.compiled_reference.median_ms / self.candidate.median_ms
         return None
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EvalResult:
+        """Inverse of `to_dict` (a result that crossed a process or machine boundary)."""
+        timing = d.get("timing") or {}
+
+        def t(key: str) -> Timing | None:
+            return Timing.from_dict(timing[key]) if timing.get(key) else None
+
+        return cls(d["status"], d.get("reason", ""), d.get("stage", "static"), task=d.get("task", ""),
+                   candidate_id=d.get("candidate_id", ""), max_abs_err=d.get("max_abs_err"),
+                   rel_l2_err=d.get("rel_l2_err"), tolerance=dict(d.get("tolerance") or {}), trials=int(d.get("trials") or 0),
+                   candidate=t("candidate"), reference=t("reference"), compiled_reference=t("torch_compile"),
+                   hardware=dict(d.get("hardware") or {}), kernels=dict(d.get("kernels") or {}),
+                   roofline=dict(d.get("roofline") or {}), compile_log=d.get("compile_log", ""),
+                   output_tail=d.get("output_tail", ""), stage_seconds=dict(d.get("stage_seconds") or {}),
+                   warnings=tuple(d.get("warnings") or ()), config=dict(d.get("config") or {}))
+
     def to_dict(self, samples: bool = True) -> dict[str, Any]:
         """The `warpforge eval --json` object."""
         def timing(t: Timing | None) -> dict[str, Any] | None:

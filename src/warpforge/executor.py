@@ -34,6 +34,9 @@ class Job:
     index: int
     task: str
     candidate: str
+    """A candidate file's path, or a label when `source` is given."""
+    source: str | None = None
+    """The candidate's source text (no file needed on the worker's machine)."""
 
 
 class WorkerLost(Exception):
@@ -58,14 +61,14 @@ class EvalWorker:
         self._judge_task = ""
         self._count = 0
 
-    def run(self, task_path: str, candidate_path: str) -> dict[str, Any]:
+    def run(self, task_path: str, candidate_path: str, source: str | None = None) -> dict[str, Any]:
         from warpforge.candidate import Candidate
         from warpforge.evaluate import Judge
         from warpforge.task import load_task
 
         try:
             task = load_task(task_path)
-            candidate = Candidate.from_file(candidate_path)
+            candidate = Candidate(source) if source is not None else Candidate.from_file(candidate_path)
             if self._judge is None or self._judge_task != task_path:
                 self.close()
                 self._judge, self._judge_task, self._count = Judge(task, self.config), task_path, 0
@@ -131,7 +134,7 @@ class LocalSlot:
     def run(self, job: Job) -> dict[str, Any]:
         self.busy.set()
         try:
-            self.conn.send((job.task, job.candidate))
+            self.conn.send((job.task, job.candidate, job.source))
             while not self.conn.poll(0.2):
                 if not self.proc.is_alive():
                     raise WorkerLost(f"{self.name} exited with code {self.proc.exitcode}")
@@ -181,7 +184,7 @@ class RaySlot:
 
         self.busy.set()
         try:
-            result: dict[str, Any] = ray.get(self.actor.run.remote(job.task, job.candidate))
+            result: dict[str, Any] = ray.get(self.actor.run.remote(job.task, job.candidate, job.source))
             return result
         except (RayActorError, ActorDiedError, ActorUnavailableError) as exc:
             raise WorkerLost(f"{self.name}: {type(exc).__name__}") from None
@@ -285,17 +288,35 @@ def ray_slots(config: EvalConfig, workers: int | None = None, address: str | Non
     return [RaySlot(f"ray{i}", cfg.to_dict(), cfg.device or "cpu", recycle_after) for i in range(n)]
 
 
+class EvalPool:
+    """Workers kept alive across batches (a GRPO run scores a batch per step): `map` many times,
+    then `close` (or use as a context manager)."""
+
+    def __init__(self, config: EvalConfig, executor: str = "local", workers: int | None = None,
+                 ray_address: str | None = None) -> None:
+        if executor not in EXECUTORS:
+            raise UsageError(f"unknown executor {executor!r}: use local or ray")
+        self.slots = local_slots(config, workers) if executor == "local" else ray_slots(config, workers, ray_address)
+
+    def __enter__(self) -> EvalPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def map(self, jobs: Sequence[Job], on_result: Callable[[Job, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+        return run_jobs(jobs, self.slots[: max(1, min(len(self.slots), len(jobs)))], on_result) if jobs else []
+
+    def close(self) -> None:
+        for s in self.slots:
+            s.close()
+        self.slots = []
+
+
 def evaluate_batch(pairs: Sequence[tuple[str, str]], config: EvalConfig, executor: str = "local", workers: int | None = None,
                    ray_address: str | None = None, on_result: Callable[[Job, dict[str, Any]], None] | None = None
                    ) -> list[dict[str, Any]]:
     """Evaluate (task path, candidate path) pairs; `warpforge eval` result dicts plus task,
     candidate and worker, in the order of `pairs`."""
-    if executor not in EXECUTORS:
-        raise UsageError(f"unknown executor {executor!r}: use local or ray")
-    jobs = [Job(i, t, c) for i, (t, c) in enumerate(pairs)]
-    slots = local_slots(config, workers) if executor == "local" else ray_slots(config, workers, ray_address)
-    try:
-        return run_jobs(jobs, slots[: max(1, min(len(slots), len(jobs)))], on_result)
-    finally:
-        for s in slots:
-            s.close()
+    with EvalPool(config, executor, workers, ray_address) as pool:
+        return pool.map([Job(i, t, c) for i, (t, c) in enumerate(pairs)], on_result)

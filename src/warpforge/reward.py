@@ -123,11 +123,14 @@ class KernelReward:
     __name__ = "warpforge_kernel_reward"  # TRL logs each reward function under its __name__
 
     def __init__(self, config: EvalConfig | None = None, reward_config: RewardConfig = RewardConfig(),
-                 normalizer: RollingNormalizer | None = None, max_judges: int = 4) -> None:
+                 normalizer: RollingNormalizer | None = None, max_judges: int = 4, pool: Any = None) -> None:
         self.config = config or EvalConfig()
         self.reward_config = reward_config
         self.normalizer = normalizer
         self.max_judges = max_judges
+        self.pool = pool
+        """An `executor.EvalPool`: a batch's completions are evaluated in parallel on its workers
+        (one per GPU, or Ray actors) instead of one after another in this process."""
         self._judges: OrderedDict[str, Judge] = OrderedDict()
         self.last: list[Reward] = []
 
@@ -136,10 +139,23 @@ class KernelReward:
         if task is None:
             raise ConfigError("KernelReward needs the task of every example: add a dataset column named `task` "
                               "(a suite name such as level1/softmax, or a task file path)")
-        self.last = [reward(name, _text(c), reward_config=self.reward_config, judge=self._judge(name))
-                     for name, c in zip(task, completions)]
+        if self.pool is not None:
+            self.last = self._pooled(list(task), [_text(c) for c in completions])
+        else:
+            self.last = [reward(name, _text(c), reward_config=self.reward_config, judge=self._judge(name))
+                         for name, c in zip(task, completions)]
         values = [r.value for r in self.last]
         return [self.normalizer(v) for v in values] if self.normalizer else values
+
+    def _pooled(self, tasks: list[str], texts: list[str]) -> list[Reward]:
+        from warpforge.executor import Job
+
+        parsed = [parse_reply(t) for t in texts]
+        jobs = [Job(i, name, f"completion {i}", p.source) for i, (name, p) in enumerate(zip(tasks, parsed))
+                if p.source is not None]
+        results = {job.index: EvalResult.from_dict(r) for job, r in zip(jobs, self.pool.map(jobs))}
+        return [score(results[i], self.reward_config) if i in results
+                else Reward(self.reward_config.no_program, "no_program", p.failure) for i, p in enumerate(parsed)]
 
     def _judge(self, name: str) -> Judge:
         if name in self._judges:

@@ -46,6 +46,9 @@ def add_train_parser(sub: Any) -> None:
     g.add_argument("--max-completion-length", type=int, default=4096)
     g.add_argument("--device", choices=["cpu", "cuda"], help="where candidates are evaluated")
     g.add_argument("--no-bench", action="store_true", help="reward correctness only (no timing)")
+    g.add_argument("--executor", choices=["local", "ray"], help="score each batch in parallel: local workers (one per GPU) or Ray")
+    g.add_argument("--workers", type=int, help="evaluation workers (default: one per GPU)")
+    g.add_argument("--ray-address", help="an existing Ray cluster (auto, ray://host:10001)")
     g.add_argument("--vllm-server", help="generate with a `trl vllm-serve` server at this URL (http://host:8000)")
 
     def sampling(p: argparse.ArgumentParser) -> None:
@@ -118,7 +121,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(json.dumps(recipes.grpo(args.model, args.data, args.out, args.archive, _settings(args),
                                       config=_eval_config(args), num_generations=args.num_generations,
                                       max_completion_length=args.max_completion_length,
-                                      vllm_server=args.vllm_server)))
+                                      vllm_server=args.vllm_server, executor=args.executor,
+                                      workers=args.workers, ray_address=args.ray_address)))
         return 0
     if c == "self-train":
         print(json.dumps(recipes.self_train(args.model, args.tasks, args.sft, args.archive, config=_eval_config(args),

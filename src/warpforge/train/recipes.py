@@ -100,8 +100,9 @@ class RecordedReward(KernelReward):
     __name__ = "warpforge_kernel_reward"
 
     def __init__(self, archive: Archive, run_id: str, model: str, config: EvalConfig,
-                 reward_config: RewardConfig = RewardConfig(), normalizer: RollingNormalizer | None = None) -> None:
-        super().__init__(config, reward_config, normalizer)
+                 reward_config: RewardConfig = RewardConfig(), normalizer: RollingNormalizer | None = None,
+                 pool: Any = None) -> None:
+        super().__init__(config, reward_config, normalizer, pool=pool)
         self.archive, self.run_id, self.model = archive, run_id, model
         self._next = {t: max(self.archive.steps(run_id, t), default=-1) + 1 for t in archive.tasks()}
         self.log: list[dict[str, Any]] = []
@@ -147,10 +148,12 @@ def record(archive: Archive, run_id: str, task_name: str, model: str, strategy: 
 def grpo(model: str, dataset: str | Path, out_dir: str | Path, archive_path: str | Path, settings: TrainSettings, *,
          config: EvalConfig, num_generations: int = 8, max_completion_length: int = 4096,
          reward_config: RewardConfig = RewardConfig(transform="speedup", clip=(0.0, 10.0)),
-         normalize: bool = True, vllm_server: str | None = None) -> dict[str, Any]:
+         normalize: bool = True, vllm_server: str | None = None, executor: str | None = None,
+         workers: int | None = None, ray_address: str | None = None) -> dict[str, Any]:
     """GRPO with the evaluator's reward (CUDA-L1: speedup, normalised by running statistics,
     clipped to ±1.5; exploits get the lowest value). Rows need `prompt` and `task`. With
-    `vllm_server` (a `trl vllm-serve` URL) completions are generated there."""
+    `vllm_server` (a `trl vllm-serve` URL) completions are generated there. With `executor`
+    ("local": one worker per GPU; "ray": Ray actors) each batch is scored in parallel."""
     _need_trl()
     from datasets import load_dataset
     from trl import GRPOConfig, GRPOTrainer
@@ -160,8 +163,11 @@ def grpo(model: str, dataset: str | Path, out_dir: str | Path, archive_path: str
     with Archive(archive_path) as archive:
         run_id = archive.start_run({"phase": "grpo", "model": model, "out": str(out)}, settings.seed,
                                    run_id=f"grpo-{out.name}")
+        from warpforge.executor import EvalPool
+
+        pool = EvalPool(config, executor, workers, ray_address) if executor else None
         reward = RecordedReward(archive, run_id, model, config, reward_config,
-                                RollingNormalizer(k=1.5) if normalize else None)
+                                RollingNormalizer(k=1.5) if normalize else None, pool=pool)
         vllm: dict[str, Any] = dict(use_vllm=True, vllm_mode="server", vllm_server_base_url=vllm_server) if vllm_server else {}
         args = GRPOConfig(**settings.common(out), num_generations=num_generations,
                           max_completion_length=max_completion_length, **vllm)
@@ -176,6 +182,8 @@ def grpo(model: str, dataset: str | Path, out_dir: str | Path, archive_path: str
             raise
         finally:
             reward.close()
+            if pool is not None:
+                pool.close()
         trainer.save_model(str(out / "final"))
     _write_log(out, trainer.state.log_history)
     with open(out / "rewards.jsonl", "a") as f:
