@@ -146,3 +146,27 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path: Path) -> No
         assert sorted(db.steps(db.runs()[0].id, "level1/diag_matmul")) == [0, 1, 2, 3]
     candidates = [c for _, c, _ in evaluations(archive)]
     assert len(candidates) == len(set(candidates))
+
+
+def test_a_generation_evaluated_on_a_worker_pool_gives_the_same_verdicts(tmp_path: Path) -> None:
+    """`--executor local`: each generation's candidates go to worker processes as the replies
+    arrive; the archive (written only here) gets the same statuses as the in-process Judge."""
+    from warpforge.executor import EvalPool
+
+    verdicts = []
+    for pooled in (False, True):
+        llm = LLMClient(parse_model_specs([f"replay:{REPLIES}"]))
+        config = OptimizeConfig(strategy="best-of-n", eval=FAST_EVAL, generation_size=4, budget=Budget(candidates=4))
+        pool = EvalPool(FAST_EVAL, "local", workers=2) if pooled else None
+        try:
+            with Archive(tmp_path / f"{pooled}.db") as archive:
+                Optimizer(archive, llm, config, pool=pool).run([load_task("level1/diag_matmul")])
+                attempts = archive.attempts(task="level1/diag_matmul")
+            if pool is not None:  # every program was evaluated by a worker, none in this process
+                assert sum(s.jobs for s in pool.slots) == sum(1 for a in attempts if a.source) > 0
+        finally:
+            if pool is not None:
+                pool.close()
+        assert sorted(a.step for a in attempts) == [0, 1, 2, 3]
+        verdicts.append(sorted((a.source_hash or "", a.status or a.failure) for a in attempts))
+    assert verdicts[0] == verdicts[1]

@@ -19,6 +19,7 @@ import multiprocessing as mp
 import os
 import queue
 import threading
+from concurrent.futures import Future, as_completed
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -121,6 +122,7 @@ class LocalSlot:
         self.name, self.config, self.env, self.recycle_after = name, config, env, recycle_after
         self.busy = threading.Event()
         self.restarts = 0
+        self.jobs = 0
         self._start()
 
     def _start(self) -> None:
@@ -139,6 +141,7 @@ class LocalSlot:
                 if not self.proc.is_alive():
                     raise WorkerLost(f"{self.name} exited with code {self.proc.exitcode}")
             result: dict[str, Any] = self.conn.recv()
+            self.jobs += 1
             return result
         except (EOFError, OSError, BrokenPipeError) as exc:
             raise WorkerLost(f"{self.name}: {exc}") from None
@@ -208,50 +211,12 @@ class RaySlot:
 
 def run_jobs(jobs: Sequence[Job], slots: Sequence[Slot], on_result: Callable[[Job, dict[str, Any]], None] | None = None,
              retries: int = 2) -> list[dict[str, Any]]:
-    """Run every job on the slots; results in job order, exactly one per job."""
-    if not slots:
-        raise UsageError("no workers to run on")
-    todo: queue.Queue[tuple[Job, int]] = queue.Queue()
-    for job in jobs:
-        todo.put((job, 0))
-    results: dict[int, dict[str, Any]] = {}
-    lock = threading.Lock()
-    remaining = threading.Semaphore(0)
-
-    def store(job: Job, result: dict[str, Any]) -> None:
-        with lock:
-            if job.index in results:  # a job retried after its worker died may finish twice: keep one
-                return
-            results[job.index] = result
-        if on_result is not None:
-            on_result(job, result)
-        remaining.release()
-
-    def loop(slot: Slot) -> None:
-        while True:
-            try:
-                job, attempt = todo.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                store(job, slot.run(job))
-            except WorkerLost as exc:
-                slot.restart()
-                if attempt < retries:
-                    todo.put((job, attempt + 1))
-                else:
-                    store(job, {"status": "crashed", "correct": False, "stage": "executor",
-                                "reason": f"its worker died {attempt + 1} times ({exc})",
-                                "task": job.task, "candidate": job.candidate, "worker": slot.name})
-
-    threads = [threading.Thread(target=loop, args=(s,), name=f"executor-{s.name}", daemon=True) for s in slots]
-    for t in threads:
-        t.start()
-    for _ in jobs:
-        remaining.acquire()
-    for t in threads:
-        t.join()
-    return [results[j.index] for j in jobs]
+    """Run every job on the given slots (which stay open); results in job order, one per job."""
+    pool = EvalPool.from_slots(list(slots), retries)
+    try:
+        return pool.map(jobs, on_result)
+    finally:
+        pool.stop()
 
 
 def local_slots(config: EvalConfig, workers: int | None = None, recycle_after: int = 50) -> list[Slot]:
@@ -289,14 +254,59 @@ def ray_slots(config: EvalConfig, workers: int | None = None, address: str | Non
 
 
 class EvalPool:
-    """Workers kept alive across batches (a GRPO run scores a batch per step): `map` many times,
-    then `close` (or use as a context manager)."""
+    """Long-lived workers and one job queue: `submit` returns a Future, `map` runs a batch.
+
+    One driver thread per worker takes jobs from the queue. When a worker dies mid-job it is
+    restarted and the job goes back on the queue (at most `retries` times, then a `crashed`
+    result); a job's Future is set once, so every job has exactly one result. Jobs submitted from
+    several threads (an optimisation loop evaluating replies as they arrive) share the workers.
+    """
 
     def __init__(self, config: EvalConfig, executor: str = "local", workers: int | None = None,
-                 ray_address: str | None = None) -> None:
+                 ray_address: str | None = None, retries: int = 2) -> None:
         if executor not in EXECUTORS:
             raise UsageError(f"unknown executor {executor!r}: use local or ray")
-        self.slots = local_slots(config, workers) if executor == "local" else ray_slots(config, workers, ray_address)
+        slots = local_slots(config, workers) if executor == "local" else ray_slots(config, workers, ray_address)
+        self._start(slots, retries)
+
+    @classmethod
+    def from_slots(cls, slots: list[Slot], retries: int = 2) -> EvalPool:
+        if not slots:
+            raise UsageError("no workers to run on")
+        pool = cls.__new__(cls)
+        pool._start(slots, retries)
+        return pool
+
+    def _start(self, slots: list[Slot], retries: int) -> None:
+        self.slots, self.retries = slots, retries
+        self._queue: queue.Queue[tuple[Job, int, Future[dict[str, Any]]] | None] = queue.Queue()
+        self._threads = [threading.Thread(target=self._serve, args=(s,), name=f"executor-{s.name}", daemon=True)
+                         for s in slots]
+        for t in self._threads:
+            t.start()
+
+    def _serve(self, slot: Slot) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            job, attempt, future = item
+            try:
+                result = slot.run(job)
+            except WorkerLost as exc:
+                slot.restart()
+                if attempt < self.retries:
+                    self._queue.put((job, attempt + 1, future))
+                    continue
+                result = {"status": "crashed", "correct": False, "stage": "executor",
+                          "reason": f"its worker died {attempt + 1} times ({exc})",
+                          "task": job.task, "candidate": job.candidate, "worker": slot.name}
+            except Exception as exc:  # a driver-side failure must not leave the caller waiting forever
+                if not future.done():
+                    future.set_exception(exc)
+                continue
+            if not future.done():
+                future.set_result(result)
 
     def __enter__(self) -> EvalPool:
         return self
@@ -304,10 +314,30 @@ class EvalPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def submit(self, job: Job) -> Future[dict[str, Any]]:
+        future: Future[dict[str, Any]] = Future()
+        self._queue.put((job, 0, future))
+        return future
+
     def map(self, jobs: Sequence[Job], on_result: Callable[[Job, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-        return run_jobs(jobs, self.slots[: max(1, min(len(self.slots), len(jobs)))], on_result) if jobs else []
+        """Run `jobs`; results in job order; `on_result` as each one arrives (in this thread)."""
+        futures = {self.submit(job): job for job in jobs}
+        for future in as_completed(futures):
+            if on_result is not None:
+                on_result(futures[future], future.result())
+        return [f.result() for f in futures]
+
+    def stop(self) -> None:
+        """Stop the driver threads (after the queued jobs); the workers stay up."""
+        for _ in self._threads:
+            self._queue.put(None)
+        for t in self._threads:
+            t.join()
+        self._threads = []
 
     def close(self) -> None:
+        """Stop and shut the workers down."""
+        self.stop()
         for s in self.slots:
             s.close()
         self.slots = []

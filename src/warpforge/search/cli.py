@@ -58,6 +58,10 @@ def add_optimize_parser(sub: Any) -> None:
     p.add_argument("--target-speedup", type=float, help="stop a task once it is this much faster than eager")
     p.add_argument("--timeout", type=float, help="seconds a candidate process may run (default 600)")
     p.add_argument("--llm-timeout", type=float, default=300.0, help="seconds per LLM request (default 300)")
+    p.add_argument("--executor", choices=["local", "ray"],
+                   help="evaluate each generation in parallel: local workers (one per GPU) or a Ray cluster")
+    p.add_argument("--workers", type=int, help="evaluation workers for --executor (default: one per GPU)")
+    p.add_argument("--ray-address", help="an existing Ray cluster for --executor ray (auto, ray://host:10001)")
     p.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live table")
     p.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
 
@@ -90,12 +94,20 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     with Archive(args.archive) as archive:
         tasks = load_tasks(args.tasks, archive)
         view = ProgressView([t.name for t in tasks], live=False if args.no_live else None)
+        pool = None
+        if args.executor:
+            from warpforge.executor import EvalPool
+
+            pool = EvalPool(eval_cfg, args.executor, args.workers, args.ray_address)
         try:
             with view:
-                summary = Optimizer(archive, llm, config, on_progress=view.update).run(tasks)
+                summary = Optimizer(archive, llm, config, on_progress=view.update, pool=pool).run(tasks)
         except KeyboardInterrupt:
             print(f"warpforge: stopped; run the same command again to resume from {args.archive}", file=sys.stderr)
             return 130
+        finally:
+            if pool is not None:
+                pool.close()
     result = {
         "run_id": summary.run_id, "archive": str(args.archive), "stopped_by": summary.stopped_by,
         "tokens": summary.tokens, "cost_usd": round(summary.cost_usd, 6),

@@ -19,6 +19,7 @@ import json
 import queue
 import threading
 import time
+from concurrent.futures import as_completed
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,8 +129,11 @@ class Optimizer:
     """Runs the loop for a list of tasks against one archive (see the module docstring)."""
 
     def __init__(self, archive: Archive, llm: LLMClient, config: OptimizeConfig,
-                 on_progress: Callable[[TaskProgress], None] | None = None) -> None:
+                 on_progress: Callable[[TaskProgress], None] | None = None, pool: Any = None) -> None:
         self.archive, self.llm, self.cfg = archive, llm, config
+        self.pool = pool
+        """An `executor.EvalPool`: a generation's candidates are evaluated in parallel on its workers
+        (one per GPU, or Ray actors) instead of one after another through this process's Judge."""
         self.eval_cfg = config.eval.resolved()
         self.on_progress = on_progress or (lambda p: None)
         self.totals = _Totals()
@@ -170,7 +174,7 @@ class Optimizer:
         cfg, size = self.cfg, self.cfg.generation_size
         recorded = self.archive.steps(run_id, task.name)
         self._show(progress, recorded.values(), "resuming" if recorded else "starting")
-        with Judge(task, self.eval_cfg) as judge:
+        with (Judge(task, self.eval_cfg) if self.pool is None else _PoolJudge(self.pool, task)) as judge:
             for attempt in self.archive.unevaluated(run_id, task.name):  # left by a run that was killed
                 self._evaluate(judge, attempt)
             for gen_start in range(0, cfg.budget.candidates, size):
@@ -190,10 +194,12 @@ class Optimizer:
         self._show(progress, steps.values(), "done")
         return ""
 
-    def _generation(self, run_id: str, task: Task, judge: Judge, plans: dict[int, Plan],
+    def _generation(self, run_id: str, task: Task, judge: Any, plans: dict[int, Plan],
                     progress: TaskProgress) -> None:
-        """Propose every slot concurrently; evaluate each reply as it arrives."""
+        """Propose every slot concurrently; evaluate each reply as it arrives (on a worker pool:
+        submitted as it arrives, recorded as results come back)."""
         replies: queue.Queue[tuple[int, Proposal]] = queue.Queue()
+        pending: dict[Any, tuple[Attempt, float]] = {}
         for step, plan in plans.items():
             threading.Thread(target=lambda s=step, p=plan: replies.put((s, self._propose(task, p))),
                              name=f"propose-{task.name}-{step}", daemon=True).start()
@@ -214,8 +220,15 @@ class Optimizer:
             progress.last = f"step {step}: {plan.strategy}" + (f" failed: {proposal.failure}" if proposal.failure else "")
             self._show(progress, self.archive.steps(run_id, task.name).values(), "evaluating")
             if proposal.candidate is not None:
-                self._evaluate(judge, self.archive.attempt(candidate_id))
+                attempt = self.archive.attempt(candidate_id)
+                if isinstance(judge, _PoolJudge):
+                    pending[judge.submit(attempt)] = (attempt, time.monotonic())
+                else:
+                    self._evaluate(judge, attempt)
             self._show(progress, self.archive.steps(run_id, task.name).values(), "proposing")
+        for future in as_completed(pending):
+            attempt, started = pending[future]
+            self._record(attempt, EvalResult.from_dict(future.result()), started)
 
     def _propose(self, task: Task, plan: Plan) -> Proposal:
         """Runs in a proposer thread: never raises (a failure is a Proposal with a reason), so the
@@ -266,12 +279,16 @@ class Optimizer:
                                            failure=f"the same source as candidate #{a.id}, already evaluated")
         return proposal
 
-    def _evaluate(self, judge: Judge, attempt: Attempt) -> None:
+    def _evaluate(self, judge: Any, attempt: Attempt) -> None:
         assert attempt.source is not None
         started = time.monotonic()
+        result = judge.evaluate(Candidate(attempt.source, strategy=attempt.strategy or "", model=attempt.model or ""))
+        self._record(attempt, result, started)
+
+    def _record(self, attempt: Attempt, result: EvalResult, started: float) -> None:
+        """Store one evaluation (only this thread writes the archive), credit the model, review."""
         before = incumbent([a for a in self.archive.attempts(task=attempt.task, run_id=attempt.run_id)
                             if a.id != attempt.id])
-        result = judge.evaluate(Candidate(attempt.source, strategy=attempt.strategy or "", model=attempt.model or ""))
         self.totals.gpu_seconds += time.monotonic() - started
         self._gpu = self._gpu or str(result.hardware.get("gpu", ""))
         evaluation_id = self.archive.add_evaluation(attempt.id, result)
@@ -333,6 +350,30 @@ class Optimizer:
         attempts = self.archive.attempts(task=task.name, run_id=run_id)
         best = incumbent(attempts)
         return TaskOutcome(task.name, best, len(attempts), best is not None and improves_on_eager(best))
+
+
+class _PoolJudge:
+    """A Judge's `evaluate` on an EvalPool's workers, plus `submit` for overlapping evaluations."""
+
+    def __init__(self, pool: Any, task: Task) -> None:
+        self.pool, self.task = pool, task
+
+    def __enter__(self) -> _PoolJudge:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def submit(self, attempt: Attempt) -> Any:
+        from warpforge.executor import Job
+
+        return self.pool.submit(Job(attempt.id, str(self.task.path), f"candidate #{attempt.id}", attempt.source))
+
+    def evaluate(self, candidate: Candidate) -> EvalResult:
+        from warpforge.executor import Job
+
+        job = Job(0, str(self.task.path), candidate.id, candidate.source)
+        return EvalResult.from_dict(self.pool.submit(job).result())
 
 
 def improves_on_eager(attempt: Attempt) -> bool:
