@@ -7,10 +7,10 @@ processes are reused; the Judge is recycled after `recycle_after` evaluations an
 CUDA error. On CUDA there is one worker per GPU (pinned with CUDA_VISIBLE_DEVICES, or by Ray's
 `num_gpus=1`), so each GPU times one candidate at a time; on the CPU, a few workers.
 
-The driver (`run_jobs`) keeps one thread per worker pulling jobs from one queue. When a worker
-dies mid-job (killed, out of memory, a lost Ray node), it is restarted and the job goes back on
-the queue, up to `retries` times; results are keyed by job index and the first one stored
-wins, so every job gets exactly one result. Only the driver writes results (and archives).
+The driver (`EvalPool`) keeps one thread per worker pulling jobs from one queue; `submit`
+returns a Future. When a worker dies mid-job (killed, out of memory, a lost Ray node), it is
+restarted and the job goes back on the queue, up to `retries` times; a job's Future is set
+once, so every job gets exactly one result. Only the driver writes results (and archives).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import multiprocessing as mp
 import os
 import queue
 import threading
-from concurrent.futures import Future, as_completed
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, as_completed
 from dataclasses import dataclass
 from typing import Any, Protocol
 
