@@ -23,6 +23,7 @@ from warpforge.archive import Archive
 from warpforge.propose.llm import LLMClient, parse_model_specs
 from warpforge.propose.replay import ReplayServer
 from warpforge.search import Budget, OptimizeConfig, Optimizer
+from warpforge.search.plan import beats
 
 ROOT = Path(__file__).resolve().parents[1]
 REPLIES = ROOT / "examples" / "replay" / "cpu_suite.jsonl"
@@ -37,8 +38,14 @@ def optimize_command(archive: Path, base_url: str, *tasks: str) -> list[str]:
 
 
 def evaluations(path: Path) -> list[tuple[int, int, str]]:
-    with sqlite3.connect(path) as db:
-        return db.execute("SELECT id, candidate_id, status FROM evaluations ORDER BY id").fetchall()
+    """The evaluations table; empty while the archive file exists but its schema is not written yet."""
+    try:
+        with sqlite3.connect(path) as db:
+            return db.execute("SELECT id, candidate_id, status FROM evaluations ORDER BY id").fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return []
+        raise
 
 
 def test_a_run_killed_with_sigkill_resumes_without_losing_or_repeating_an_evaluation(tmp_path: Path) -> None:
@@ -95,7 +102,10 @@ def test_the_loop_records_every_kind_of_reply_and_reviews_a_suspicious_speedup(t
     assert "no code block" in failures  # the reply without code is a recorded failure, not a crash
     assert statuses.count("correct") == 2 and "compile_error" in statuses  # the import of a missing module
     assert best is not None and "unsqueeze(1) * B" in (best.source or "")
-    assert summary.outcomes[0].best is not None and summary.outcomes[0].best.id == best.id
+    # the loop's best is the incumbent under the noise rule: the fastest attempt does not beat it
+    # beyond the measured spread (under CPU load two similar rewrites can swap places)
+    incumbent_best = summary.outcomes[0].best
+    assert incumbent_best is not None and incumbent_best.correct and not beats(best, incumbent_best)
     # the broadcast rewrite is far faster than the dense reference: the reviewer was asked about it
     assert reviews and reviews[0]["verdict"] == "plausible"
     assert "done" in seen and "evaluating" in seen
