@@ -339,6 +339,24 @@ def test_gemm_task_feeds_the_optimisation_loop_and_its_kernels_the_tuner(tmp_pat
     assert main(["gemm", "task", "4096x4096"]) == 2
 
 
+@needs_triton
+def test_cli_tune_shards_share_one_folder_and_one_table(tmp_path: Path) -> None:
+    """--shard I/N (what --gpus runs on each GPU): each shard tunes every N-th shape into its own
+    records file; the table covers all shards; a re-run of a shard skips what is recorded."""
+    shapes = tmp_path / "shapes.csv"
+    shapes.write_text("M,N,K\n16,32,32\n16,40,24\n8,16,16\n")
+    base = ["gemm", "tune", "--shapes", str(shapes), "--device", "cpu", "--out", str(tmp_path), "--no-cublaslt",
+            "--quick", "--families", "triton"]
+    assert main([*base, "--shard", "0/2"]) == 0 and main([*base, "--shard", "1/2"]) == 0
+    assert [len(tune.read_records(p)) for p in tune.record_files(tmp_path)] == [2, 1]
+    table = json.loads((tmp_path / "table.json").read_text())
+    assert sorted((e["M"], e["N"], e["K"]) for e in table["entries"]) == [(8, 16, 16), (16, 32, 32), (16, 40, 24)]
+    assert main([*base, "--shard", "1/2"]) == 0
+    assert len(tune.read_records(tmp_path / "tune.shard1of2.jsonl")) == 1  # skipped, not tuned again
+    assert main([*base, "--shard", "2/2"]) == 2
+    assert main([*base, "--gpus", "0,1"]) == 2  # needs CUDA
+
+
 def test_shipped_tables_name_only_choices_that_exist() -> None:
     from importlib import resources
 

@@ -35,6 +35,9 @@ def add_gemm_parser(sub: Any) -> None:
     t.add_argument("--candidate", action="append", default=[], metavar="FILE",
                    help="also try this candidate kernel file (ModelNew.forward(a, b)) on every shape; repeatable")
     t.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu only for trying the tool (Triton interpreted)")
+    t.add_argument("--gpus", help="tune on several GPUs at once: all, or a list such as 0,1,2,3 (one process per GPU, "
+                                  "each on its own share of the shapes)")
+    t.add_argument("--shard", help="I/N: tune only every N-th shape starting at I (what --gpus runs on each GPU)")
     t.add_argument("--quick", action="store_true", help="short timing budgets and 4 kernels per shape: for trying the tool, not for tables")
 
     b = gs.add_parser("bench", help="time the dispatcher against torch.matmul, cuBLASLt and torch.compile; write results JSON")
@@ -124,17 +127,23 @@ def _cmd_shapes(args: argparse.Namespace) -> int:
 
 def _cmd_tune(args: argparse.Namespace) -> int:
     from warpforge.gemm import dispatch
-    from warpforge.gemm.tune import TuneSettings, build_table, device_name, read_records, sweep
+    from warpforge.gemm.tune import TuneSettings, build_table, device_name, read_folder, sweep
 
     _need_device(args.device)
+    if args.gpus:
+        return _tune_on_gpus(args)
     shapes, layout, total = _shapes(args)
+    shard = ""
+    if args.shard:
+        index, count = _parse_shard(args.shard)
+        shapes, shard = shapes[index::count], f".shard{index}of{count}"
     families = tuple(f for f in args.families.split(",") if f and f != "none")
     unknown = set(families) - {"triton", "mma"}
     if unknown:
         raise UsageError(f"unknown kernel families {sorted(unknown)}: use triton, mma or none")
     gpu = device_name(args.device)
     out = Path(args.out) if args.out else dispatch.cache_dir(gpu)
-    records = out / "tune.jsonl"
+    records = out / f"tune{shard}.jsonl"
     for path in args.candidate:
         if not Path(path).is_file():
             raise UsageError(f"--candidate {path} does not exist")
@@ -156,11 +165,81 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             else:
                 last = f"{shape.M}x{shape.N}x{shape.K}: already tuned"
             bar.update(task, advance=1, last=last)
-    table = build_table(read_records(records), gpu)
-    (out / "table.json").write_text(json.dumps(table, indent=1))
+    table = build_table(read_folder(out), gpu)
+    _write_table(out / "table.json", table)
     dispatch.reset()
     print(f"{wins} newly tuned shapes beat torch.matmul; table with {len(table['entries'])} shapes -> {out / 'table.json'}",
           file=sys.stderr)
+    return 0
+
+
+def _write_table(path: Path, table: dict[str, Any]) -> None:
+    """Whole or not at all: shards of a multi-GPU run write the same table as they finish."""
+    import os
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(table, indent=1))
+    os.replace(tmp, path)
+
+
+def _parse_shard(text: str) -> tuple[int, int]:
+    try:
+        index, count = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard takes I/N (e.g. 0/4), got {text!r}") from None
+    if not 0 <= index < count:
+        raise UsageError(f"--shard {text}: I must be in 0..N-1")
+    return index, count
+
+
+def _tune_on_gpus(args: argparse.Namespace) -> int:
+    """One `gemm tune --shard i/N` process per GPU (pinned with CUDA_VISIBLE_DEVICES), then one table
+    from all their records. Each GPU times its own shapes, so no two timings share a GPU."""
+    import os
+    import subprocess
+
+    import torch
+
+    from warpforge.gemm import dispatch
+    from warpforge.gemm.tune import build_table, device_name, read_folder
+
+    if args.device != "cuda":
+        raise UsageError("--gpus needs --device cuda")
+    if args.shard:
+        raise UsageError("--gpus picks the shards itself: drop --shard")
+    ids = [str(i) for i in range(torch.cuda.device_count())] if args.gpus == "all" else \
+        [g.strip() for g in args.gpus.split(",") if g.strip()]
+    if not ids:
+        raise UsageError("--gpus names no GPU")
+    gpu = device_name("cuda")
+    out = Path(args.out) if args.out else dispatch.cache_dir(gpu)
+    child_args = ["gemm", "tune", "--shapes", args.shapes, "--dtype", args.dtype, "--layout", args.layout,
+                  "--families", args.families, "--device", "cuda", "--out", str(out)]
+    child_args += ["--sample", str(args.sample)] if args.sample else []
+    child_args += ["--no-cublaslt"] * args.no_cublaslt + ["--quick"] * args.quick
+    for path in args.candidate:
+        child_args += ["--candidate", str(Path(path).resolve())]
+    out.mkdir(parents=True, exist_ok=True)
+    procs = []
+    for i, gid in enumerate(ids):
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": gid}
+        log = open(out / f"tune.gpu{gid}.log", "w")
+        cmd = [sys.executable, "-m", "warpforge.cli", *child_args, "--shard", f"{i}/{len(ids)}"]
+        procs.append((gid, subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log))
+    print(f"tuning on GPUs {', '.join(ids)} ({len(ids)} shards); logs in {out}/tune.gpu*.log", file=sys.stderr)
+    failed = []
+    for gid, proc, log in procs:
+        if proc.wait() != 0:
+            failed.append(gid)
+        log.close()
+    records = read_folder(out)
+    if records:
+        table = build_table(records, gpu)
+        _write_table(out / "table.json", table)
+        print(f"table with {len(table['entries'])} shapes -> {out / 'table.json'}", file=sys.stderr)
+    if failed:
+        print(f"warpforge: tuning failed on GPU {', '.join(failed)} (see its log); re-run to resume", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -287,10 +287,20 @@ def sample(shapes: list[GemmShape], n: int | None) -> list[GemmShape]:
     return [ordered[min(int(i * step + step / 2), len(ordered) - 1)] for i in range(n)]
 
 
+def record_files(folder: Path) -> list[Path]:
+    """tune.jsonl and the per-GPU shard files (tune.shard0of4.jsonl ...) of one output folder."""
+    return sorted(folder.glob("tune*.jsonl"))
+
+
+def read_folder(folder: Path) -> list[dict[str, Any]]:
+    return [r for path in record_files(folder) for r in read_records(path)]
+
+
 def sweep(shapes: Iterable[GemmShape], layout: str, device: str, records_path: Path,
           settings: TuneSettings) -> Iterator[tuple[GemmShape, dict[str, Any] | None]]:
-    """Tune each shape not yet in `records_path`; yields (shape, record or None when skipped)."""
-    done = {record_key(r) for r in read_records(records_path)}
+    """Tune each shape not yet recorded in `records_path`'s folder (by any shard); yields
+    (shape, record or None when skipped)."""
+    done = {record_key(r) for r in read_folder(records_path.parent)}
     for shape in shapes:
         if (shape.M, shape.N, shape.K, shape.dtype, layout) in done:
             yield shape, None
