@@ -99,6 +99,14 @@ def test_sft_self_training_grpo_and_resume(workdir: Path) -> None:
                            max_new_tokens=16)
     assert held["pass_at_k"] == 0.0 and (workdir / "eval/rounds.jsonl").exists()
 
+    # the page of reward curves, outcomes, losses and rounds
+    assert main(["train", "plot", str(workdir / "grpo"), str(workdir / "sft"), str(d), str(workdir / "eval"),
+                 "--out", str(workdir / "page")]) == 0
+    page = (workdir / "page/index.html").read_text()
+    assert page.count("<h2>") == 4 and "Reward per scored batch" in page and "Training loss" in page
+    assert page.count('class="chart lines"') >= 2 and "no_program" in page and "heldout" in page and "self-train" in page
+    assert main(["train", "plot", str(workdir / "nope"), "--out", str(workdir / "page")]) == 2
+
 
 @pytest.mark.parametrize("pooled", [False, True], ids=["in-process", "worker-pool"])
 def test_exploit_completions_get_the_exploit_reward(pooled: bool) -> None:

@@ -40,7 +40,7 @@ def _when(t: object) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _environment() -> jinja2.Environment:
+def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("warpforge.report", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(status_of=status_of, stage_of=stage_of, reason_of=reason_of, review_of=review_of,
@@ -59,7 +59,7 @@ def write_report(archive_path: str | Path, out_dir: str | Path) -> Path:
         (out / "tasks").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create the report folder {out} ({exc.strerror}): pick a writable --out") from None
-    env = _environment()
+    env = environment()
     common = {"view": view, "generated": time.time(), "status_colors": plots.STATUS_COLORS}
     for task in view.tasks:
         page = env.get_template("task.html").render(**common, **task_context(view, task), root="../")

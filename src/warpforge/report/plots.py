@@ -359,3 +359,43 @@ def dot_plot(series: Sequence[tuple[str, Sequence[Point]]], x_label: str = "", w
     out.append(f'<text class="note" x="{(left + width - right) / 2}" y="{height - 6}" text-anchor="middle">'
                f'{escape(x_label)}</text></svg>')
     return Markup("".join(out))
+
+
+def line_chart(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], x_label: str = "", y_label: str = "",
+               width: int = 640, height: int = 260) -> Markup:
+    """Lines on linear axes (values may be negative: normalised rewards, losses), one colour per
+    series with a legend; each point carries its value as a tooltip. Needs one point at least."""
+    points = [p for _, pts in series for p in pts]
+    if not points:
+        raise ValueError("line_chart needs at least one point")
+    left, right, top, bottom = 52, 14, 12 + 18 * math.ceil(len(series) / 4), 40
+    xa = _Axis(min(x for x, _ in points), max(x for x, _ in points), left, width - right, log=False)
+    ya = _Axis(min(y for _, y in points), max(y for _, y in points), height - bottom, top, log=False)
+    out = [f'<svg class="chart lines" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img">']
+    for v in ya.ticks():
+        ty = _num(ya(v))
+        out.append(f'<line class="grid" x1="{left}" x2="{width - right}" y1="{ty}" y2="{ty}"/>'
+                   f'<text class="tick" x="{left - 6}" y="{ty}" dy="4" text-anchor="end">{v:g}</text>')
+    for v in xa.ticks():
+        out.append(f'<text class="tick" x="{_num(xa(v))}" y="{height - bottom + 16}" text-anchor="middle">{v:g}</text>')
+    out.append(f'<line class="axis" x1="{left}" x2="{width - right}" y1="{height - bottom}" y2="{height - bottom}"/>'
+               f'<line class="axis" x1="{left}" x2="{left}" y1="{top}" y2="{height - bottom}"/>')
+    if x_label:
+        out.append(f'<text class="label" x="{(left + width - right) / 2}" y="{height - 6}" text-anchor="middle">'
+                   f'{escape(x_label)}</text>')
+    if y_label:
+        out.append(f'<text class="label" x="12" y="{top + (height - bottom - top) / 2}" text-anchor="middle" '
+                   f'transform="rotate(-90 12 {top + (height - bottom - top) / 2})">{escape(y_label)}</text>')
+    for i, (name, pts) in enumerate(series):
+        color = SERIES_COLORS[i] if i < len(SERIES_COLORS) else OTHER_COLOR
+        x, y = left + (i % 4) * (width - left - right) / 4, 4 + 18 * (i // 4)
+        out.append(f'<rect class="swatch" x="{_num(x)}" y="{y}" width="12" height="12" fill="{color}"/>'
+                   f'<text x="{_num(x + 16)}" y="{y + 10}">{escape(name)}</text>')
+        coords = " ".join(f"{_num(xa(px))},{_num(ya(py))}" for px, py in sorted(pts))
+        out.append(f'<polyline class="line" fill="none" stroke="{color}" stroke-width="1.5" points="{coords}"/>')
+        for px, py in pts:
+            out.append(f'<circle cx="{_num(xa(px))}" cy="{_num(ya(py))}" r="2.5" fill="{color}">'
+                       f'<title>{escape(name)}: {py:.4g} at {px:g}</title></circle>')
+    out.append("</svg>")
+    return Markup("".join(out))

@@ -71,6 +71,10 @@ def add_train_parser(sub: Any) -> None:
     h.add_argument("--out", required=True, help="folder whose rounds.jsonl gets the result")
     h.add_argument("--k", type=int, default=1)
 
+    pl = ts.add_parser("plot", help="reward curves, outcomes, losses and rounds of training runs (static HTML)")
+    pl.add_argument("folders", nargs="+", help="--out folders of sft / grpo / heldout runs")
+    pl.add_argument("--out", default="warpforge-train-report", help="output folder")
+
     m = ts.add_parser("tiny-model", help="a tiny random model and tokenizer (no download), for tests and smoke runs")
     m.add_argument("out")
 
@@ -92,6 +96,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     from warpforge.train import data, recipes
 
     c = args.train_command
+    if c == "plot":
+        from warpforge.train.plots import render
+
+        print(render([Path(f) for f in args.folders], Path(args.out)))
+        return 0
     if c == "tiny-model":
         from warpforge.train.tiny import build
 
