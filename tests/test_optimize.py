@@ -9,6 +9,7 @@ candidates are evaluated for real by the CPU evaluator.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -163,11 +164,12 @@ def test_a_generation_evaluated_on_a_worker_pool_gives_the_same_verdicts(tmp_pat
     arrive; the archive (written only here) gets the same statuses as the in-process Judge."""
     from warpforge.executor import EvalPool
 
+    checks = dataclasses.replace(FAST_EVAL, bench=False)  # two CPU workers share the cores: verdicts, not timings
     verdicts = []
     for pooled in (False, True):
         llm = LLMClient(parse_model_specs([f"replay:{REPLIES}"]))
-        config = OptimizeConfig(strategy="best-of-n", eval=FAST_EVAL, generation_size=4, budget=Budget(candidates=4))
-        pool = EvalPool(FAST_EVAL, "local", workers=2) if pooled else None
+        config = OptimizeConfig(strategy="best-of-n", eval=checks, generation_size=4, budget=Budget(candidates=4))
+        pool = EvalPool(checks, "local", workers=2) if pooled else None
         try:
             with Archive(tmp_path / f"{pooled}.db") as archive:
                 Optimizer(archive, llm, config, pool=pool).run([load_task("level1/diag_matmul")])

@@ -72,11 +72,12 @@ def test_a_paused_child_does_nothing_until_resumed(tmp_path):
 
     counter = tmp_path / "count"
     mod = script(tmp_path, f"""
-        import pathlib, time
+        import os, pathlib, time
         n = 0
         while True:
             n += 1
-            pathlib.Path({str(counter)!r}).write_text(str(n))
+            pathlib.Path({str(counter)!r} + ".tmp").write_text(str(n))
+            os.replace({str(counter)!r} + ".tmp", {str(counter)!r})  # a reader never sees a half-written count
             time.sleep(0.01)
     """)
     child = Child(mod, [], env=env_for(tmp_path), output_limit_bytes=4096)

@@ -21,7 +21,7 @@ def add_batch_parser(sub: Any) -> None:
     p.add_argument("--manifest", help="a file with one TASK:CANDIDATE pair per line (# comments allowed)")
     p.add_argument("--executor", choices=["local", "ray"], default="local")
     p.add_argument("--ray-address", help="address of an existing Ray cluster (auto, ray://host:10001); default: start a local one")
-    p.add_argument("--workers", type=int, help="worker count (default: one per GPU; on the CPU, half the cores up to 4)")
+    p.add_argument("--workers", type=int, help="worker count (default: one per GPU; on the CPU one, or half the cores up to 4 with --no-bench)")
     p.add_argument("--json", action="store_true", help="one JSON object per pair on stdout, as results arrive")
     add_eval_options(p)
 
@@ -65,6 +65,9 @@ def cmd_eval_batch(args: argparse.Namespace) -> int:
     pairs = [(str(resolve_task_path(t)), c) for t, c in parse_pairs(args.pairs, args.manifest)]
     config = config_from_args(args)
     err = Console(stderr=True)
+    if config.resolved().device == "cpu" and config.bench and (args.workers or 1) > 1:
+        err.print("warning: several CPU workers time on shared cores; use --no-bench for correctness-only batches, "
+                  "or one worker for timings you will report")
     with Progress(TextColumn("eval-batch"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[last]}"), console=err) as bar:
         tid = bar.add_task("", total=len(pairs), last="")

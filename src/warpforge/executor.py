@@ -220,7 +220,8 @@ def run_jobs(jobs: Sequence[Job], slots: Sequence[Slot], on_result: Callable[[Jo
 
 
 def local_slots(config: EvalConfig, workers: int | None = None, recycle_after: int = 50) -> list[Slot]:
-    """One worker per visible GPU on CUDA (each pinned to its GPU); a few on the CPU."""
+    """One worker per visible GPU on CUDA (each pinned to its GPU); on the CPU one when timing,
+    a few (half the cores, up to 4) for correctness-only batches."""
     cfg = config.resolved()
     data = cfg.to_dict()
     if cfg.device == "cuda":
@@ -230,7 +231,9 @@ def local_slots(config: EvalConfig, workers: int | None = None, recycle_after: i
         ids = [v.strip() for v in visible.split(",") if v.strip()] if visible else [str(i) for i in range(torch.cuda.device_count())]
         ids = ids[:workers] if workers else ids
         return [LocalSlot(f"gpu{gid}", data, {"CUDA_VISIBLE_DEVICES": gid}, recycle_after) for gid in ids]
-    n = workers or max(1, min(4, (os.cpu_count() or 2) // 2))
+    # CPU workers share the cores: with timing on, one at a time unless asked (contended timings
+    # are not honest, and the evaluator's cache checks can misfire on them); checks only, a few
+    n = workers or (1 if cfg.bench else max(1, min(4, (os.cpu_count() or 2) // 2)))
     return [LocalSlot(f"cpu{i}", data, {}, recycle_after) for i in range(n)]
 
 

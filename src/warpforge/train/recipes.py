@@ -101,9 +101,9 @@ class RecordedReward(KernelReward):
 
     def __init__(self, archive: Archive, run_id: str, model: str, config: EvalConfig,
                  reward_config: RewardConfig = RewardConfig(), normalizer: RollingNormalizer | None = None,
-                 pool: Any = None) -> None:
+                 pool: Any = None, log_path: Path | None = None) -> None:
         super().__init__(config, reward_config, normalizer, pool=pool)
-        self.archive, self.run_id, self.model = archive, run_id, model
+        self.archive, self.run_id, self.model, self.log_path = archive, run_id, model, log_path
         self._next = {t: max(self.archive.steps(run_id, t), default=-1) + 1 for t in archive.tasks()}
         self.log: list[dict[str, Any]] = []
 
@@ -115,8 +115,11 @@ class RecordedReward(KernelReward):
         for name, completion, prompt, r in zip(task or [], completions, prompts, self.last):
             record(self.archive, self.run_id, name, self.model, "grpo", str(prompt), _text(completion), r, self._next)
         statuses = Counter(r.status for r in self.last)
-        self.log.append({"train_step": train_step, "rewards": values, "statuses": dict(statuses),
-                         "mean_reward": sum(values) / len(values) if values else None})
+        entry = {"train_step": train_step, "rewards": values, "statuses": dict(statuses),
+                 "mean_reward": sum(values) / len(values) if values else None}
+        self.log.append(entry)
+        if self.log_path is not None:  # as it happens: a crashed run keeps its reward curve
+            _append(self.log_path, entry)
         return values
 
 
@@ -167,7 +170,8 @@ def grpo(model: str, dataset: str | Path, out_dir: str | Path, archive_path: str
 
         pool = EvalPool(config, executor, workers, ray_address) if executor else None
         reward = RecordedReward(archive, run_id, model, config, reward_config,
-                                RollingNormalizer(k=1.5) if normalize else None, pool=pool)
+                                RollingNormalizer(k=1.5) if normalize else None, pool=pool,
+                                log_path=out / "rewards.jsonl")
         vllm: dict[str, Any] = dict(use_vllm=True, vllm_mode="server", vllm_server_base_url=vllm_server) if vllm_server else {}
         args = GRPOConfig(**settings.common(out), num_generations=num_generations,
                           max_completion_length=max_completion_length, **vllm)
@@ -186,8 +190,6 @@ def grpo(model: str, dataset: str | Path, out_dir: str | Path, archive_path: str
                 pool.close()
         trainer.save_model(str(out / "final"))
     _write_log(out, trainer.state.log_history)
-    with open(out / "rewards.jsonl", "a") as f:
-        f.writelines(json.dumps(entry) + "\n" for entry in reward.log)
     return {"model": str(out / "final"), "steps": trainer.state.global_step, "scored": sum(len(e["rewards"]) for e in reward.log)}
 
 
