@@ -19,7 +19,6 @@ Results are rewritten after each shape (resumable: measured shapes are skipped o
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import time
@@ -203,10 +202,3 @@ def bench(shapes: list[GemmShape], set_name: str, layout: str, device: str, out_
         if on_shape:
             on_shape(shape, rows[settings.modes[0]])
     return list(paths.values())
-
-
-def geomean(rows: list[dict[str, Any]], key: str) -> tuple[float, int]:
-    vals = [r[key] for r in rows if r.get(key)]
-    if not vals:
-        return math.nan, 0
-    return math.exp(sum(math.log(v) for v in vals) / len(vals)), len(vals)

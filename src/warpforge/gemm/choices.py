@@ -261,10 +261,3 @@ def task_source(shape: GemmShape, layout: str) -> str:
         cK=small(shape.K), expr="torch.matmul(A, B)" if nn_ else "torch.matmul(A, B.t())",
         b_shape="K, N" if nn_ else "N, K",
         doc="C = A @ B, A (M, K), B (K, N)" if nn_ else "C = A @ W.T, A (M, K), W the (N, K) weight of nn.Linear")
-
-
-def family(name: str) -> str:
-    """"triton_splitk:BM16..." -> "triton_splitk"; "cublaslt:3" -> "cublaslt"; "mma_128x..." -> "mma"."""
-    if name.startswith("mma_"):
-        return "mma"
-    return name.split(":", 1)[0]

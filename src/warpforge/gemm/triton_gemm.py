@@ -25,7 +25,7 @@ are stream-correct and can be captured in CUDA graphs.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -64,9 +64,6 @@ class TritonConfig:
         if self.ws:
             text += "-WS"
         return text
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     @classmethod
     def from_name(cls, name: str) -> TritonConfig:

@@ -328,7 +328,3 @@ def build_table(records: list[dict[str, Any]], gpu: str) -> dict[str, Any]:
         raise UsageError(f"no tuning records for GPU {gpu!r}: run `warpforge gemm tune` on it first")
     return {"gpu": gpu, "gpu_slug": gpu_slug(gpu), "created": time.strftime("%Y-%m-%d"),
             "torch": torch.__version__, "entries": sorted(entries.values(), key=lambda e: (e["dtype"], e["layout"], e["M"], e["N"], e["K"]))}
-
-
-def geomean_ratio(pairs: list[tuple[float, float]]) -> float:
-    return metrics.geometric_mean([b / a for a, b in pairs if a > 0 and b > 0]) if pairs else math.nan

@@ -22,7 +22,7 @@ from warpforge.errors import UsageError
 from warpforge.evaluate import Judge
 from warpforge.propose import Proposal
 from warpforge.propose.parse import parse_reply
-from warpforge.reward import KernelReward, Reward, RewardConfig, RollingNormalizer, score
+from warpforge.reward import KernelReward, Reward, RewardConfig, RollingNormalizer
 from warpforge.task import load_task
 from warpforge.train import data
 
@@ -295,4 +295,4 @@ def _append(path: Path, row: dict[str, Any]) -> None:
         f.write(json.dumps(row) + "\n")
 
 
-__all__ = ["TrainSettings", "grpo", "heldout", "last_checkpoint", "record", "self_train", "sft", "score"]
+__all__ = ["TrainSettings", "grpo", "heldout", "last_checkpoint", "record", "self_train", "sft"]
