@@ -15,6 +15,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from warpforge.cli import main  # noqa: E402
 from warpforge.errors import UsageError  # noqa: E402
+from warpforge import jsonl  # noqa: E402
 from warpforge.gemm import choices, dispatch, tune  # noqa: E402
 from warpforge.gemm.shapes import GemmShape  # noqa: E402
 from warpforge.gemm.triton_gemm import TritonConfig, applicable, candidate_configs  # noqa: E402
@@ -171,12 +172,12 @@ def test_sweep_appends_as_it_goes_and_resumes(tmp_path: Path) -> None:
     shapes = [GemmShape(16, 32, 32), GemmShape(16, 40, 24)]
     path = tmp_path / "tune.jsonl"
     done = list(tune.sweep(shapes[:1], "nn", "cpu", path, _settings(max_configs=1)))
-    assert done[0][1] is not None and len(tune.read_records(path)) == 1
+    assert done[0][1] is not None and len(jsonl.read(path)) == 1
     with open(path, "a") as f:
         f.write('{"M": 16, "N": 40, "K"')  # a record cut short by a crash
     again = list(tune.sweep(shapes, "nn", "cpu", path, _settings(max_configs=1)))
     assert again[0][1] is None and again[1][1] is not None  # first skipped, second tuned
-    keys = {tune.record_key(r) for r in tune.read_records(path)}
+    keys = {tune.record_key(r) for r in jsonl.read(path)}
     assert keys == {(16, 32, 32, "float16", "nn"), (16, 40, 24, "float16", "nn")}
 
 
@@ -292,7 +293,7 @@ def test_cli_tune_on_cpu_writes_records_and_a_table(tmp_path: Path, capsys: pyte
     assert main(args) == 0
     table = json.loads((tmp_path / "table.json").read_text())
     assert table["gpu"] == "cpu" and len(table["entries"]) == 1
-    assert len(tune.read_records(tmp_path / "tune.jsonl")) == 1
+    assert len(jsonl.read(tmp_path / "tune.jsonl")) == 1
 
 
 def test_time_many_interleaves_rounds_and_keeps_every_sample() -> None:
@@ -348,11 +349,11 @@ def test_cli_tune_shards_share_one_folder_and_one_table(tmp_path: Path) -> None:
     base = ["gemm", "tune", "--shapes", str(shapes), "--device", "cpu", "--out", str(tmp_path), "--no-cublaslt",
             "--quick", "--families", "triton"]
     assert main([*base, "--shard", "0/2"]) == 0 and main([*base, "--shard", "1/2"]) == 0
-    assert [len(tune.read_records(p)) for p in tune.record_files(tmp_path)] == [2, 1]
+    assert [len(jsonl.read(p)) for p in tune.record_files(tmp_path)] == [2, 1]
     table = json.loads((tmp_path / "table.json").read_text())
     assert sorted((e["M"], e["N"], e["K"]) for e in table["entries"]) == [(8, 16, 16), (16, 32, 32), (16, 40, 24)]
     assert main([*base, "--shard", "1/2"]) == 0
-    assert len(tune.read_records(tmp_path / "tune.shard1of2.jsonl")) == 1  # skipped, not tuned again
+    assert len(jsonl.read(tmp_path / "tune.shard1of2.jsonl")) == 1  # skipped, not tuned again
     assert main([*base, "--shard", "2/2"]) == 2
     assert main([*base, "--gpus", "0,1"]) == 2  # needs CUDA
 
@@ -378,3 +379,14 @@ def test_shipped_tables_name_only_choices_that_exist() -> None:
                 assert int(choice.split(":")[1]) >= 0
             else:
                 assert choice in ("torch", "torch_padded"), choice
+
+
+def test_jsonl_append_survives_a_torn_last_line(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    assert jsonl.read(path) == []
+    jsonl.append(path, [{"a": 1}])
+    with open(path, "a") as f:
+        f.write('{"a": 2, "b"')  # a crash mid-write
+    jsonl.append(path, [{"a": 3}, {"a": 4}])
+    assert jsonl.read(path) == [{"a": 1}, {"a": 3}, {"a": 4}]
+    assert jsonl.write(path, [{"x": 0}]) == 1 and jsonl.read(path) == [{"x": 0}]

@@ -270,9 +270,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_table(args: argparse.Namespace) -> int:
-    from warpforge.gemm.tune import build_table, read_records
+    from warpforge import jsonl
+    from warpforge.gemm.tune import build_table
 
-    records = read_records(Path(args.records))
+    records = jsonl.read(args.records)
     gpus = sorted({r.get("gpu", "") for r in records})
     if not records:
         raise UsageError(f"{args.records} holds no tuning records")

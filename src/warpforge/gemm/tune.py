@@ -24,9 +24,7 @@ dispatcher's table.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import random
 import time
 from collections.abc import Iterable, Iterator
@@ -40,6 +38,7 @@ from warpforge import metrics
 from warpforge.errors import UsageError
 from warpforge.evaluate.bench import summarize, time_calls
 from warpforge.gemm import choices
+from warpforge import jsonl
 from warpforge.gemm.shapes import GemmShape
 
 SCREEN = dict(warmup_ms=5.0, rep_ms=15.0, min_reps=5, max_reps=60)
@@ -252,32 +251,6 @@ def record_key(r: dict[str, Any]) -> tuple[int, int, int, str, str]:
     return (int(r["M"]), int(r["N"]), int(r["K"]), str(r["dtype"]), str(r["layout"]))
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """Records of a tuning JSONL; a line cut short by a crash is skipped (it is re-tuned)."""
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
-
-
-def append_record(path: Path, record: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as f:
-        f.seek(0, os.SEEK_END)
-        if f.tell():  # a line cut short by a crash must not swallow this record
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) != b"\n":
-                f.write(b"\n")
-        f.write(json.dumps(record).encode() + b"\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def sample(shapes: list[GemmShape], n: int | None) -> list[GemmShape]:
     """`n` shapes spread evenly over the set sorted by FLOPs (deterministic), or all of them."""
     if not n or n >= len(shapes):
@@ -293,7 +266,7 @@ def record_files(folder: Path) -> list[Path]:
 
 
 def read_folder(folder: Path) -> list[dict[str, Any]]:
-    return [r for path in record_files(folder) for r in read_records(path)]
+    return [r for path in record_files(folder) for r in jsonl.read(path)]
 
 
 def sweep(shapes: Iterable[GemmShape], layout: str, device: str, records_path: Path,
@@ -306,7 +279,7 @@ def sweep(shapes: Iterable[GemmShape], layout: str, device: str, records_path: P
             yield shape, None
             continue
         record = tune_shape(shape, layout, device, settings)
-        append_record(records_path, record)
+        jsonl.append(records_path, [record])
         yield shape, record
 
 

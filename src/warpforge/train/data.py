@@ -9,12 +9,11 @@ so an evaluation task never appears in training data, whichever archive the rows
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from warpforge import jsonl
 from warpforge.archive import Archive
 from warpforge.errors import UsageError
 from warpforge.propose.prompts import PromptContext, Variant, pick_contrastive, render
@@ -93,24 +92,11 @@ def split(rows: list[dict[str, Any]], eval_fraction: float, eval_tasks: Sequence
 
 
 def write_jsonl(rows: Iterable[dict[str, Any]], path: str | Path, append: bool = False) -> int:
-    """Write (or append) rows; a fresh file is written whole or not at all."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps(r) + "\n" for r in rows]
-    if append:
-        with open(p, "a") as f:
-            f.writelines(lines)
-            f.flush()
-            os.fsync(f.fileno())
-    else:
-        tmp = p.with_suffix(p.suffix + ".tmp")
-        tmp.write_text("".join(lines))
-        os.replace(tmp, p)
-    return len(lines)
+    """Write the file whole (or append rows durably)."""
+    return jsonl.append(path, rows) if append else jsonl.write(path, rows)
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"dataset {p} does not exist: build it with `warpforge train data`")
-    return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+    if not Path(path).is_file():
+        raise UsageError(f"dataset {path} does not exist: build it with `warpforge train data`")
+    return jsonl.read(path)

@@ -5,33 +5,21 @@ as a static page (inline SVG, the report's style), from the logs the recipes wri
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from warpforge import jsonl
 from warpforge.errors import UsageError
 from warpforge.report import plots
 
 STATUS_ORDER = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected", "no_program")
 
 
-def _lines(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a line cut short by a crash
-    return out
-
-
 def run_view(folder: Path) -> dict[str, Any]:
-    rewards, history, rounds = _lines(folder / "rewards.jsonl"), _lines(folder / "log.jsonl"), _lines(folder / "rounds.jsonl")
+    rewards, history, rounds = jsonl.read(folder / "rewards.jsonl"), jsonl.read(folder / "log.jsonl"), jsonl.read(folder / "rounds.jsonl")
     view: dict[str, Any] = {"name": folder.name, "path": str(folder), "reward_chart": None, "status_chart": None,
                             "loss_chart": None, "rounds": []}
     means = [(float(i), float(r["mean_reward"])) for i, r in enumerate(rewards, 1) if r.get("mean_reward") is not None]

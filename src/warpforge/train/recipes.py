@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from warpforge import metrics
+from warpforge import jsonl, metrics
 from warpforge.archive import Archive
 from warpforge.candidate import Candidate
 from warpforge.config import EvalConfig
@@ -119,7 +119,7 @@ class RecordedReward(KernelReward):
                  "mean_reward": sum(values) / len(values) if values else None}
         self.log.append(entry)
         if self.log_path is not None:  # as it happens: a crashed run keeps its reward curve
-            _append(self.log_path, entry)
+            jsonl.append(self.log_path, [entry])
         return values
 
 
@@ -264,7 +264,7 @@ def self_train(model: str, tasks: Sequence[str], sft_path: str | Path, archive_p
     statuses = Counter(r.status for rs in scored.values() for r in rs)
     summary = {"round": round_name, "model": model, "generated": sum(len(v) for v in samples.values()),
                "accepted": len(kept), "statuses": dict(statuses)}
-    _append(Path(sft_path).parent / "rounds.jsonl", summary)
+    jsonl.append(Path(sft_path).parent / "rounds.jsonl", [summary])
     return summary
 
 
@@ -285,14 +285,8 @@ def heldout(model: str, tasks: Sequence[str], out_dir: str | Path, archive_path:
                "pass_at_k": sum(v["pass_at_k"] for v in per_task.values()) / max(1, len(per_task)),
                "speedup_at_k": sum(v["speedup_at_k"] for v in per_task.values()) / max(1, len(per_task)),
                "tasks": per_task}
-    _append(Path(out_dir) / "rounds.jsonl", summary)
+    jsonl.append(Path(out_dir) / "rounds.jsonl", [summary])
     return summary
-
-
-def _append(path: Path, row: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        f.write(json.dumps(row) + "\n")
 
 
 __all__ = ["TrainSettings", "grpo", "heldout", "last_checkpoint", "record", "self_train", "sft"]
