@@ -3,6 +3,7 @@ verdicts; a worker killed mid-batch still leaves exactly one result per pair."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -127,3 +128,72 @@ def test_eval_results_cross_process_boundaries_intact() -> None:
     result = evaluate(load_task(PAIRS[0][0]), Candidate.from_file(PAIRS[0][1]), EvalConfig(device="cpu", trials=2))
     again = EvalResult.from_dict(result.to_dict(samples=True))
     assert again == result and again.speedup == result.speedup and again.correct
+
+
+# -- the compile pool ------------------------------------------------------------------------
+
+RELU_TASK = Path(__file__).parents[1] / "src/warpforge/tasks/level1/relu.py"
+BUILDS = (Path(__file__).parents[1] / "examples/relu_cpp.py").read_text()
+
+
+def test_needs_build_picks_the_extension_builders_only() -> None:
+    from warpforge.evaluate import needs_build
+
+    assert needs_build(BUILDS)
+    assert not needs_build((Path(__file__).parents[1] / "examples/softmax_triton.py").read_text())
+    assert not needs_build((FIX / "candidates/honest_matmul.py").read_text())
+
+
+@pytest.fixture(scope="module")
+def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One compile cache for these tests, so relu_cpp is built once (about a minute on 2 cores)."""
+    return tmp_path_factory.mktemp("compile-cache")
+
+
+def _built(cache: Path) -> list[Path]:
+    return sorted(cache.glob("compile/torch_extensions/*/*/*.so"))
+
+
+def test_precompile_fills_the_cache_that_the_evaluation_then_uses(build_cache: Path) -> None:
+    from warpforge import Candidate, evaluate, load_task
+    from warpforge.evaluate import precompile
+
+    config = EvalConfig(device="cpu", bench=False, trials=2, spare_workers=0, cache_dir=str(build_cache), timeout_s=300)
+    out = precompile(BUILDS, config, arch="")
+    assert out["status"] == "compiled", out
+    [so] = _built(build_cache)
+    built_at = so.stat().st_mtime_ns
+    result = evaluate(load_task(RELU_TASK), Candidate(BUILDS), config)
+    assert result.status == "correct", result.reason
+    assert _built(build_cache) == [so] and so.stat().st_mtime_ns == built_at  # found warm, not rebuilt
+
+
+def test_precompile_reports_failures_and_never_gives_a_verdict(build_cache: Path) -> None:
+    from warpforge.evaluate import precompile
+
+    config = EvalConfig(device="cpu", bench=False, spare_workers=0, cache_dir=str(build_cache), timeout_s=300)
+    broken = BUILDS.replace("return out;", "return out  // missing semicolon")
+    assert precompile(broken, config, arch="")["status"] == "compile_error"
+    assert precompile("import subprocess\n", config, arch="")["status"] == "skipped"  # the static policy refuses it
+    hang = BUILDS + "\nwhile True:\n    pass\n"  # builds, then never finishes its import
+    assert precompile(hang, dataclasses.replace(config, timeout_s=3), arch="")["status"] == "timeout"
+
+
+def test_pool_with_a_compile_pool_builds_first_and_keeps_the_verdicts(build_cache: Path, tmp_path: Path) -> None:
+    from warpforge.executor import Compiler, EvalPool
+
+    config = EvalConfig(device="cpu", bench=False, trials=2, spare_workers=0, cache_dir=str(build_cache), timeout_s=300)
+    broken = tmp_path / "broken.py"
+    broken.write_text(BUILDS.replace("return out;", "return out  // missing semicolon"))
+    jobs = [Job(0, str(RELU_TASK), str(Path(__file__).parents[1] / "examples/relu_cpp.py")),
+            Job(1, str(RELU_TASK), str(broken)),
+            Job(2, PAIRS[0][0], PAIRS[0][1])]
+    pool = EvalPool.from_slots(local_slots(config, 1), compiler=Compiler(config, arch="", workers=2))
+    try:
+        results = pool.map(jobs)
+    finally:
+        pool.close()
+    assert [r["status"] for r in results] == ["correct", "compile_error", "correct"]
+    assert results[0]["precompile"]["status"] == "compiled" and results[1]["precompile"]["status"] == "compile_error"
+    assert "precompile" not in results[2]  # nothing to build: straight to the worker
+    assert len(_built(build_cache)) == 1

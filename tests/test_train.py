@@ -73,6 +73,10 @@ def test_sft_self_training_grpo_and_resume(workdir: Path) -> None:
     assert len(data.read_jsonl(d / "sft_train.jsonl")) == 1 + round1["accepted"]
     assert sum(_runs(workdir / "a.db").values()) == before + 2  # every sample recorded
     assert json.loads((d / "rounds.jsonl").read_text().splitlines()[-1])["round"] == "self-train"
+    with Archive(workdir / "a.db", read_only=True) as archive:  # sampled with the prompt it was trained on
+        sft_prompt = data.read_jsonl(d / "sft_train.jsonl")[0]["prompt"]
+        [last] = archive.attempts(run_id=archive.runs()[-1].id)[-1:]
+        assert json.loads(last.prompt)[0]["content"] == sft_prompt == data.translate_prompt("level1/relu", "cpu")
 
     g = recipes.TrainSettings(max_steps=2, batch_size=2, save_steps=1, use_cpu=True, learning_rate=1e-3)
     first = recipes.grpo(out["model"], d / "grpo_train.jsonl", workdir / "grpo", workdir / "a.db", g, config=CPU,

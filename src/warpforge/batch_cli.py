@@ -21,6 +21,9 @@ def add_batch_parser(sub: Any) -> None:
     p.add_argument("--executor", choices=["local", "ray"], default="local")
     p.add_argument("--ray-address", help="address of an existing Ray cluster (auto, ray://host:10001); default: start a local one")
     p.add_argument("--workers", type=int, help="worker count (default: one per GPU; on the CPU one, or half the cores up to 4 with --no-bench)")
+    p.add_argument("--compile-workers", type=int,
+                   help="CPU processes that build load_inline extensions ahead of the GPU workers (CUDA only; "
+                        "default: half the cores the GPU workers leave; 0: off)")
     p.add_argument("--json", action="store_true", help="one JSON object per pair on stdout, as results arrive")
     add_eval_options(p)
 
@@ -76,7 +79,8 @@ def cmd_eval_batch(args: argparse.Namespace) -> int:
                 print(json.dumps(result), flush=True)
             bar.update(tid, advance=1, last=f"{Path(job.candidate).name}: {result.get('status')}")
 
-        results = evaluate_batch(pairs, config, args.executor, args.workers, args.ray_address, done)
+        results = evaluate_batch(pairs, config, args.executor, args.workers, args.ray_address, done,
+                                 compile_workers=args.compile_workers)
     table = Table("task", "candidate", "status", "speedup", "worker")
     for r in results:
         speed = f"{r['speedup']:.3g}x" if r.get("speedup") else "-"

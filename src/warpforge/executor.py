@@ -19,8 +19,11 @@ import multiprocessing as mp
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import wait as wait_futures
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -54,7 +57,9 @@ def config_from_dict(d: dict[str, Any]) -> EvalConfig:
 class EvalWorker:
     """Evaluates jobs in this process, one Judge per task (the last task's only)."""
 
-    def __init__(self, config: dict[str, Any], recycle_after: int = 50, name: str = "") -> None:
+    def __init__(self, config: dict[str, Any], recycle_after: int = 50, name: str = "",
+                 env: dict[str, str] | None = None) -> None:
+        os.environ.update(env or {})  # e.g. the pool's TORCH_CUDA_ARCH_LIST, before any Judge starts a child
         self.config = config_from_dict(config)
         self.recycle_after = recycle_after
         self.name = name or f"pid{os.getpid()}"
@@ -168,10 +173,11 @@ class LocalSlot:
 class RaySlot:
     """One Ray actor running an EvalWorker (num_gpus=1 on CUDA: Ray pins the GPU)."""
 
-    def __init__(self, name: str, config: dict[str, Any], device: str, recycle_after: int = 50) -> None:
+    def __init__(self, name: str, config: dict[str, Any], device: str, recycle_after: int = 50,
+                 env: dict[str, str] | None = None) -> None:
         import ray
 
-        self.name, self.config, self.recycle_after = name, config, recycle_after
+        self.name, self.config, self.recycle_after, self.env = name, config, recycle_after, env or {}
         self._remote: Any = ray.remote(num_gpus=1 if device == "cuda" else 0, num_cpus=1, max_restarts=0)(EvalWorker)
         self.actor: Any = None
         self.busy = threading.Event()
@@ -179,7 +185,7 @@ class RaySlot:
         self._start()
 
     def _start(self) -> None:
-        self.actor = self._remote.remote(self.config, self.recycle_after, self.name)
+        self.actor = self._remote.remote(self.config, self.recycle_after, self.name, self.env)
 
     def run(self, job: Job) -> dict[str, Any]:
         import ray
@@ -219,9 +225,10 @@ def run_jobs(jobs: Sequence[Job], slots: Sequence[Slot], on_result: Callable[[Jo
         pool.stop()
 
 
-def local_slots(config: EvalConfig, workers: int | None = None, recycle_after: int = 50) -> list[Slot]:
+def local_slots(config: EvalConfig, workers: int | None = None, recycle_after: int = 50,
+                env: dict[str, str] | None = None) -> list[Slot]:
     """One worker per visible GPU on CUDA (each pinned to its GPU); on the CPU one when timing,
-    a few (half the cores, up to 4) for correctness-only batches."""
+    a few (half the cores, up to 4) for correctness-only batches. `env` is added to each worker's."""
     cfg = config.resolved()
     data = cfg.to_dict()
     if cfg.device == "cuda":
@@ -230,21 +237,19 @@ def local_slots(config: EvalConfig, workers: int | None = None, recycle_after: i
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         ids = [v.strip() for v in visible.split(",") if v.strip()] if visible else [str(i) for i in range(torch.cuda.device_count())]
         ids = ids[:workers] if workers else ids
-        return [LocalSlot(f"gpu{gid}", data, {"CUDA_VISIBLE_DEVICES": gid}, recycle_after) for gid in ids]
+        return [LocalSlot(f"gpu{gid}", data, {**(env or {}), "CUDA_VISIBLE_DEVICES": gid}, recycle_after) for gid in ids]
     # CPU workers share the cores: with timing on, one at a time unless asked (contended timings
     # are not honest, and the evaluator's cache checks can misfire on them); checks only, a few
     n = workers or (1 if cfg.bench else max(1, min(4, (os.cpu_count() or 2) // 2)))
-    return [LocalSlot(f"cpu{i}", data, {}, recycle_after) for i in range(n)]
+    return [LocalSlot(f"cpu{i}", data, dict(env or {}), recycle_after) for i in range(n)]
 
 
-def ray_slots(config: EvalConfig, workers: int | None = None, address: str | None = None, recycle_after: int = 50) -> list[Slot]:
+def ray_slots(config: EvalConfig, workers: int | None = None, address: str | None = None, recycle_after: int = 50,
+              env: dict[str, str] | None = None) -> list[Slot]:
     """Workers as Ray actors: one per GPU of the cluster on CUDA, one per two CPUs otherwise."""
-    try:
-        import ray
-    except ImportError:
-        raise UsageError("--executor ray needs Ray: pip install 'warpforge[ray]'") from None
-    if not ray.is_initialized():  # warpforge must be installed on every node of a remote cluster
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    _ray_init(address)
+    import ray
+
     cfg = config.resolved()
     resources = ray.cluster_resources()
     if cfg.device == "cuda":
@@ -253,7 +258,63 @@ def ray_slots(config: EvalConfig, workers: int | None = None, address: str | Non
             raise UsageError("the Ray cluster has no GPUs: use --device cpu, or add GPU nodes")
     else:
         n = workers or max(1, int(resources.get("CPU", 2)) // 2)
-    return [RaySlot(f"ray{i}", cfg.to_dict(), cfg.device or "cpu", recycle_after) for i in range(n)]
+    return [RaySlot(f"ray{i}", cfg.to_dict(), cfg.device or "cpu", recycle_after, env) for i in range(n)]
+
+
+def _ray_init(address: str | None) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise UsageError("--executor ray needs Ray: pip install 'warpforge[ray]'") from None
+    if not ray.is_initialized():  # warpforge must be installed on every node of a remote cluster
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+
+
+def _needs_build(source: str) -> bool:
+    from warpforge.evaluate import needs_build
+
+    return needs_build(source)
+
+
+def _precompile_job(source: str, config: dict[str, Any], arch: str) -> dict[str, Any]:
+    from warpforge.evaluate import precompile
+
+    return precompile(source, config_from_dict(config), arch)
+
+
+class Compiler:
+    """The compile pool: builds candidates' extensions on CPUs (a thread each driving a sandboxed
+    compile child, or Ray tasks with num_cpus=1) while the GPU workers time other candidates.
+    The builds land in the shared compile cache (config.cache_dir: give Ray nodes a shared
+    directory), so the GPU worker's own import of the candidate finds them warm."""
+
+    def __init__(self, config: EvalConfig, arch: str, workers: int, executor: str = "local") -> None:
+        self.config, self.arch, self.workers, self.executor = config.resolved(), arch, workers, executor
+        self._threads: ThreadPoolExecutor | None = None
+        self._remote: Any = None
+        if executor == "ray":
+            import ray
+
+            self._remote = ray.remote(num_cpus=1, max_retries=2)(_precompile_job)
+        else:
+            self._threads = ThreadPoolExecutor(workers, thread_name_prefix="warpforge-compile")
+
+    def submit(self, source: str) -> Future[dict[str, Any]]:
+        if self._threads is not None:
+            from warpforge.evaluate import precompile
+
+            return self._threads.submit(precompile, source, self.config, self.arch)
+        future: Future[dict[str, Any]] = self._remote.remote(source, self.config.to_dict(), self.arch).future()
+        return future
+
+    def close(self) -> None:
+        if self._threads is not None:
+            self._threads.shutdown(wait=True)
+
+
+def default_compile_workers(gpus: int) -> int:
+    """Half of the cores the GPU workers leave, at least one."""
+    return max(1, ((os.cpu_count() or 2) - gpus) // 2)
 
 
 class EvalPool:
@@ -263,25 +324,47 @@ class EvalPool:
     restarted and the job goes back on the queue (at most `retries` times, then a `crashed`
     result); a job's Future is set once, so every job has exactly one result. Jobs submitted from
     several threads (an optimisation loop evaluating replies as they arrive) share the workers.
+
+    On CUDA, a candidate that builds an extension (load_inline) first goes through the compile
+    pool (`Compiler`, `compile_workers` CPUs; 0 turns it off) and reaches the GPU queue when its
+    build is in the cache; the pool pins TORCH_CUDA_ARCH_LIST to the GPU's arch so the compile
+    children (which see no GPU) and the GPU workers build the same thing under the same key.
     """
 
     def __init__(self, config: EvalConfig, executor: str = "local", workers: int | None = None,
-                 ray_address: str | None = None, retries: int = 2) -> None:
+                 ray_address: str | None = None, retries: int = 2, compile_workers: int | None = None) -> None:
         if executor not in EXECUTORS:
             raise UsageError(f"unknown executor {executor!r}: use local or ray")
-        slots = local_slots(config, workers) if executor == "local" else ray_slots(config, workers, ray_address)
-        self._start(slots, retries)
+        cfg = config.resolved()
+        arch = ""
+        if cfg.device == "cuda" and compile_workers != 0:
+            from warpforge.evaluate.hardware import visible_gpu_arch
+
+            arch = os.environ.get("TORCH_CUDA_ARCH_LIST") or visible_gpu_arch()
+        env = {"TORCH_CUDA_ARCH_LIST": arch} if arch else {}
+        if executor == "local":
+            slots = local_slots(config, workers, env=env)
+        else:
+            slots = ray_slots(config, workers, ray_address, env=env)
+        compiler = None
+        if arch:
+            n = compile_workers if compile_workers is not None else default_compile_workers(len(slots))
+            compiler = Compiler(cfg, arch, n, executor)
+        self._start(slots, retries, compiler)
 
     @classmethod
-    def from_slots(cls, slots: list[Slot], retries: int = 2) -> EvalPool:
+    def from_slots(cls, slots: list[Slot], retries: int = 2, compiler: Compiler | None = None) -> EvalPool:
         if not slots:
             raise UsageError("no workers to run on")
         pool = cls.__new__(cls)
-        pool._start(slots, retries)
+        pool._start(slots, retries, compiler)
         return pool
 
-    def _start(self, slots: list[Slot], retries: int) -> None:
-        self.slots, self.retries = slots, retries
+    def _start(self, slots: list[Slot], retries: int, compiler: Compiler | None = None) -> None:
+        self.slots, self.retries, self.compiler = slots, retries, compiler
+        self._compiling: set[Future[dict[str, Any]]] = set()
+        self._precompiled: dict[int, dict[str, Any]] = {}
+        self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[Job, int, Future[dict[str, Any]]] | None] = queue.Queue()
         self._threads = [threading.Thread(target=self._serve, args=(s,), name=f"executor-{s.name}", daemon=True)
                          for s in slots]
@@ -309,6 +392,8 @@ class EvalPool:
                     future.set_exception(exc)
                 continue
             if not future.done():
+                if job.index in self._precompiled:
+                    result["precompile"] = self._precompiled.pop(job.index)
                 future.set_result(result)
 
     def __enter__(self) -> EvalPool:
@@ -319,7 +404,29 @@ class EvalPool:
 
     def submit(self, job: Job) -> Future[dict[str, Any]]:
         future: Future[dict[str, Any]] = Future()
-        self._queue.put((job, 0, future))
+        source = job.source
+        if self.compiler is not None and source is None:
+            try:
+                source = Path(job.candidate).read_text()
+            except (OSError, UnicodeDecodeError):
+                source = None  # the worker reports the unreadable file
+        if self.compiler is None or source is None or not _needs_build(source):
+            self._queue.put((job, 0, future))
+            return future
+        compiled = self.compiler.submit(source)
+        with self._lock:
+            self._compiling.add(compiled)
+
+        def queue_it(done: Future[dict[str, Any]]) -> None:
+            try:
+                self._precompiled[job.index] = done.result()
+            except Exception as exc:  # a lost compile task: the GPU worker compiles it itself
+                self._precompiled[job.index] = {"status": "crashed", "reason": f"{type(exc).__name__}: {exc}"}
+            self._queue.put((job, 0, future))
+            with self._lock:
+                self._compiling.discard(done)
+
+        compiled.add_done_callback(queue_it)
         return future
 
     def map(self, jobs: Sequence[Job], on_result: Callable[[Job, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
@@ -331,7 +438,14 @@ class EvalPool:
         return [f.result() for f in futures]
 
     def stop(self) -> None:
-        """Stop the driver threads (after the queued jobs); the workers stay up."""
+        """Stop the driver threads (after the queued and compiling jobs); the workers stay up."""
+        while True:
+            with self._lock:
+                pending = list(self._compiling)
+            if not pending:
+                break
+            wait_futures(pending)
+            time.sleep(0.01)  # the done-callbacks queue their jobs, then leave the set
         for _ in self._threads:
             self._queue.put(None)
         for t in self._threads:
@@ -344,12 +458,14 @@ class EvalPool:
         for s in self.slots:
             s.close()
         self.slots = []
+        if self.compiler is not None:
+            self.compiler.close()
 
 
 def evaluate_batch(pairs: Sequence[tuple[str, str]], config: EvalConfig, executor: str = "local", workers: int | None = None,
-                   ray_address: str | None = None, on_result: Callable[[Job, dict[str, Any]], None] | None = None
-                   ) -> list[dict[str, Any]]:
+                   ray_address: str | None = None, on_result: Callable[[Job, dict[str, Any]], None] | None = None,
+                   compile_workers: int | None = None) -> list[dict[str, Any]]:
     """Evaluate (task path, candidate path) pairs; `warpforge eval` result dicts plus task,
     candidate and worker, in the order of `pairs`."""
-    with EvalPool(config, executor, workers, ray_address) as pool:
+    with EvalPool(config, executor, workers, ray_address, compile_workers=compile_workers) as pool:
         return pool.map([Job(i, t, c) for i, (t, c) in enumerate(pairs)], on_result)

@@ -35,7 +35,8 @@ from warpforge.evaluate.verdict import (CONTENT_CACHE_RATIO, SPEED_OF_LIGHT_SLAC
 from warpforge.evaluate.verify import Comparison, tolerance_for
 from warpforge.task import Task
 
-__all__ = ["CONTENT_CACHE_RATIO", "SPEED_OF_LIGHT_SLACK", "Judge", "content_cache_suspected", "evaluate"]
+__all__ = ["CONTENT_CACHE_RATIO", "SPEED_OF_LIGHT_SLACK", "Judge", "content_cache_suspected", "evaluate", "needs_build",
+           "precompile"]
 
 FINGERPRINT_POSITIONS = 32
 
@@ -44,6 +45,47 @@ def evaluate(task: Task, candidate: Candidate, config: EvalConfig) -> EvalResult
     """Evaluate one candidate against one task (a `Judge` used once)."""
     with Judge(task, dataclasses.replace(config, spare_workers=0)) as judge:
         return judge.evaluate(candidate)
+
+
+BUILD_MARKERS = ("load_inline", "cpp_extension")
+
+
+def needs_build(source: str) -> bool:
+    """Whether importing this source builds a C++/CUDA extension (load_inline and the like): the
+    slow compile that a CPU pool can do ahead of the GPU. Triton and NVRTC kernels compile at
+    their first launch, on the GPU worker."""
+    return any(marker in source for marker in BUILD_MARKERS)
+
+
+def precompile(source: str, config: EvalConfig, arch: str) -> dict[str, Any]:
+    """Import a candidate in a sandboxed child that sees no GPU, so the extensions it builds land
+    in the compile cache under the key a GPU worker with TORCH_CUDA_ARCH_LIST=`arch` looks up.
+
+    Nothing of the candidate runs beyond its import and no verdict comes of it: a failure here is
+    only reported (`status`), and the GPU worker's own evaluation gives the verdict. The same
+    static policy, memory limit and time limit apply as to an evaluation."""
+    cfg = config.resolved()
+    start = time.monotonic()
+    report = check_source(source, allow_tf32=True)
+    if report.syntax_error or report.rejected:
+        return {"status": "skipped", "seconds": 0.0}
+    tmp = Path(tempfile.mkdtemp(prefix="warpforge-precompile-"))
+    try:
+        (tmp / "candidate.py").write_text(source)
+        spec = {"candidate_path": str(tmp / "candidate.py"), "compile_only": True, "device": "cpu",
+                "env": {**compile_mod.cache_env(cfg.cache_dir, source, arch), "MAX_JOBS": "2"}}
+        (tmp / "spec.json").write_text(json.dumps(spec))
+        env = {**_child_env(dataclasses.replace(cfg, device="cpu")), "TORCH_CUDA_ARCH_LIST": arch}
+        env.pop("TRITON_INTERPRET", None)
+        child = Child("warpforge.evaluate.worker", [], env=env, cwd=str(tmp), output_limit_bytes=cfg.output_limit_kb * 1024)
+        child.send(str(tmp / "spec.json"))
+        outcome = child.wait(timeout_s=cfg.timeout_s, mem_limit_mb=cfg.mem_limit_gb * 1024)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    kinds = {m["type"] for m in outcome.messages}
+    status = ("compiled" if "compiled" in kinds else "compile_error" if "compile_error" in kinds
+              else "timeout" if outcome.timed_out else "crashed")
+    return {"status": status, "seconds": round(time.monotonic() - start, 3)}
 
 
 class Judge:

@@ -51,6 +51,18 @@ def _driver_version() -> str | None:
         return None
 
 
+def visible_gpu_arch() -> str:
+    """TORCH_CUDA_ARCH_LIST for the first GPU nvidia-smi sees ("9.0a" on Hopper), without starting
+    CUDA in this process; "" when there is none."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        major, _, minor = out.stdout.strip().splitlines()[0].strip().partition(".")
+        return f"{int(major)}.{int(minor or 0)}{'a' if int(major) >= 9 else ''}" if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError, IndexError, ValueError):
+        return ""
+
+
 def arch_string(device: str) -> str:
     """"9.0" style compute capability for TORCH_CUDA_ARCH_LIST, or "" on CPU."""
     import torch

@@ -69,6 +69,9 @@ def main() -> None:
     except BaseException as exc:  # SystemExit and KeyboardInterrupt from candidate code are failures too
         channel.send("compile_error", message=f"{_type(exc).__name__}: {exc}", trace=traceback.format_exc()[-6000:])
         return
+    if spec.get("compile_only"):  # a compile-pool job: the import filled the compile cache, nothing runs
+        channel.send("compiled", seconds=_perf() - t0)
+        return
     data = torch.load(spec["inputs_path"], weights_only=True, mmap=True)  # tmpfs pages, not a copy
     try:
         problem = check() or _new_threads(threads_before)

@@ -77,6 +77,8 @@ def add_train_parser(sub: Any) -> None:
 
     m = ts.add_parser("tiny-model", help="a tiny random model and tokenizer (no download), for tests and smoke runs")
     m.add_argument("out")
+    m.add_argument("--hidden", type=int, default=64, help="hidden size (default 64)")
+    m.add_argument("--layers", type=int, default=2, help="decoder layers (default 2)")
 
 
 def _eval_config(args: argparse.Namespace) -> Any:
@@ -104,7 +106,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if c == "tiny-model":
         from warpforge.train.tiny import build
 
-        print(build(args.out))
+        print(build(args.out, hidden=args.hidden, layers=args.layers))
         return 0
     if c == "data":
         from warpforge.archive import Archive

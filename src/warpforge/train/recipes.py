@@ -194,8 +194,9 @@ def grpo(model: str, dataset: str | Path, out_dir: str | Path, archive_path: str
 
 
 def sample(model: str, tasks: Sequence[str], n: int, max_new_tokens: int, temperature: float = 1.0,
-           device: str = "cpu", seed: int = 0) -> dict[str, list[str]]:
-    """n completions per task from a Hugging Face model (prompts: the translate prompt)."""
+           device: str = "cpu", seed: int = 0, target: str = "cuda") -> dict[str, list[str]]:
+    """n completions per task from a Hugging Face model generating on `device`; the prompt is the
+    translate prompt for the `target` device, as in the SFT rows (`train data --device`)."""
     try:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -207,11 +208,16 @@ def sample(model: str, tasks: Sequence[str], n: int, max_new_tokens: int, temper
     lm = lm.to(device)
     out: dict[str, list[str]] = {}
     for name in tasks:
-        ids = tok(data.translate_prompt(name), return_tensors="pt").to(device)
+        ids = tok(data.translate_prompt(name, target), return_tensors="pt").to(device)
         gen = lm.generate(**ids, do_sample=True, temperature=temperature, max_new_tokens=max_new_tokens,
                           num_return_sequences=n, pad_token_id=tok.pad_token_id)
         out[name] = tok.batch_decode(gen[:, ids["input_ids"].shape[1]:], skip_special_tokens=True)
     return out
+
+
+def _target(config: EvalConfig) -> str:
+    """The device the candidates are evaluated on: what the prompts ask the model to write for."""
+    return config.resolved().device or "cuda"
 
 
 def score_samples(samples: dict[str, list[str]], config: EvalConfig, archive: Archive, run_id: str, model: str,
@@ -225,7 +231,7 @@ def score_samples(samples: dict[str, list[str]], config: EvalConfig, archive: Ar
         with Judge(load_task(name), config) as judge:
             scored[name] = [reward_of(name, c, judge=judge) for c in completions]
         for c, r in zip(completions, scored[name]):
-            record(archive, run_id, name, model, strategy, data.translate_prompt(name), c, r, next_step)
+            record(archive, run_id, name, model, strategy, data.translate_prompt(name, _target(config)), c, r, next_step)
     return scored
 
 
@@ -246,7 +252,7 @@ def self_train(model: str, tasks: Sequence[str], sft_path: str | Path, archive_p
                round_name: str = "self-train") -> dict[str, Any]:
     """One self-training round: sample n per task, keep what the evaluator accepts (only custom
     kernels when asked), append those rows to the SFT set."""
-    samples = sample(model, tasks, n, max_new_tokens, device=device)
+    samples = sample(model, tasks, n, max_new_tokens, device=device, target=_target(config))
     with Archive(archive_path) as archive:
         run_id = archive.start_run({"phase": round_name, "model": model}, 0)
         scored = _scored_run(archive, run_id, samples, config, model, "self-train")
@@ -258,7 +264,7 @@ def self_train(model: str, tasks: Sequence[str], sft_path: str | Path, archive_p
             if custom_only and (r.result.kernels or {}).get("kind") != "custom_kernel":
                 continue
             source = parse_reply(text).source or ""
-            kept.append({"task": load_task(name).name, "task_name": load_task(name).name, "task_path": name, "prompt": data.translate_prompt(name),
+            kept.append({"task": load_task(name).name, "task_name": load_task(name).name, "task_path": name, "prompt": data.translate_prompt(name, _target(config)),
                          "completion": data.completion_text(source), "speedup": r.speedup, "source": round_name})
     data.write_jsonl(kept, sft_path, append=True)
     statuses = Counter(r.status for rs in scored.values() for r in rs)
@@ -271,7 +277,7 @@ def self_train(model: str, tasks: Sequence[str], sft_path: str | Path, archive_p
 def heldout(model: str, tasks: Sequence[str], out_dir: str | Path, archive_path: str | Path, *, config: EvalConfig,
             n: int = 4, k: int = 1, max_new_tokens: int = 4096, device: str = "cpu", label: str = "") -> dict[str, Any]:
     """pass@k and speedup@k on held-out tasks, appended to out_dir/rounds.jsonl."""
-    samples = sample(model, tasks, n, max_new_tokens, device=device)
+    samples = sample(model, tasks, n, max_new_tokens, device=device, target=_target(config))
     with Archive(archive_path) as archive:
         run_id = archive.start_run({"phase": "heldout", "model": model, "label": label}, 0)
         scored = _scored_run(archive, run_id, samples, config, model, "heldout")
