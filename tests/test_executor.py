@@ -197,3 +197,24 @@ def test_pool_with_a_compile_pool_builds_first_and_keeps_the_verdicts(build_cach
     assert results[0]["precompile"]["status"] == "compiled" and results[1]["precompile"]["status"] == "compile_error"
     assert "precompile" not in results[2]  # nothing to build: straight to the worker
     assert len(_built(build_cache)) == 1
+
+
+def test_worker_keeps_a_judge_per_recent_task_so_interleaved_jobs_reuse_them() -> None:
+    from warpforge.executor import EvalWorker
+
+    worker = EvalWorker(CONFIG.to_dict(), judges=2)
+    try:
+        first = worker.run(*PAIRS[0])
+        kept = worker._judges[PAIRS[0][0]]
+        second = worker.run(*PAIRS[3])
+        third = worker.run(*PAIRS[0])  # back to the first task: the same Judge, not a new one
+        assert [first["status"], second["status"], third["status"]] == ["correct", "runtime_error", "correct"]
+        assert worker._judges[PAIRS[0][0]] is kept and list(worker._judges) == [PAIRS[3][0], PAIRS[0][0]]
+    finally:
+        worker.close()
+    single = EvalWorker(CONFIG.to_dict(), judges=1)
+    try:
+        single.run(*PAIRS[0])
+        assert single.run(*PAIRS[3])["status"] == "runtime_error" and list(single._judges) == [PAIRS[3][0]]
+    finally:
+        single.close()

@@ -4,7 +4,7 @@ import sys
 import textwrap
 import time
 
-from warpforge.evaluate.sandbox import run_child
+from warpforge.evaluate.sandbox import Child, run_child
 
 
 def script(tmp_path, body):
@@ -158,3 +158,18 @@ def test_children_die_with_their_parent_even_when_paused(tmp_path):
     else:
         os.kill(child_pid, signal.SIGKILL)
         raise AssertionError("the paused child outlived its parent")
+
+
+def test_a_relative_pythonpath_still_reaches_a_child_in_another_folder(tmp_path, monkeypatch):
+    import os
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "child_mod.py").write_text("from warpforge.evaluate.sandbox import Channel\nChannel().send('hello')\n")
+    elsewhere = tmp_path / "run"
+    elsewhere.mkdir()
+    monkeypatch.chdir(tmp_path)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(["pkg", *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    child = Child("child_mod", [], env=env, cwd=str(elsewhere), output_limit_bytes=4096)
+    outcome = child.wait(timeout_s=60, mem_limit_mb=4096)
+    assert [m["type"] for m in outcome.messages] == ["hello"], outcome.output

@@ -18,6 +18,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue
+from collections import OrderedDict
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -55,17 +56,18 @@ def config_from_dict(d: dict[str, Any]) -> EvalConfig:
 
 
 class EvalWorker:
-    """Evaluates jobs in this process, one Judge per task (the last task's only)."""
+    """Evaluates jobs in this process, keeping a Judge for each of the last `judges` tasks (jobs of
+    several tasks interleave, e.g. when the compile pool finishes them out of order)."""
 
     def __init__(self, config: dict[str, Any], recycle_after: int = 50, name: str = "",
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, judges: int = 4) -> None:
         os.environ.update(env or {})  # e.g. the pool's TORCH_CUDA_ARCH_LIST, before any Judge starts a child
         self.config = config_from_dict(config)
         self.recycle_after = recycle_after
         self.name = name or f"pid{os.getpid()}"
-        self._judge: Any = None
-        self._judge_task = ""
-        self._count = 0
+        self.judges = judges
+        self._judges: OrderedDict[str, Any] = OrderedDict()  # task path -> Judge, most recent last
+        self._counts: dict[str, int] = {}
 
     def run(self, task_path: str, candidate_path: str, source: str | None = None) -> dict[str, Any]:
         from warpforge.candidate import Candidate
@@ -75,24 +77,35 @@ class EvalWorker:
         try:
             task = load_task(task_path)
             candidate = Candidate(source) if source is not None else Candidate.from_file(candidate_path)
-            if self._judge is None or self._judge_task != task_path:
-                self.close()
-                self._judge, self._judge_task, self._count = Judge(task, self.config), task_path, 0
-            result = self._judge.evaluate(candidate).to_dict(samples=False)
+            judge = self._judges.get(task_path)
+            if judge is None:
+                while len(self._judges) >= self.judges:
+                    self._drop(next(iter(self._judges)))
+                judge = self._judges[task_path] = Judge(task, self.config)
+                self._counts[task_path] = 0
+            self._judges.move_to_end(task_path)
+            result = judge.evaluate(candidate).to_dict(samples=False)
         except WarpforgeError as exc:  # a broken task or an unreadable candidate: a result, not a crash
-            self.close()
+            self._drop(task_path)
             result = {"status": "error", "correct": False, "reason": str(exc), "stage": "load"}
-        self._count += 1
         cuda_error = "cuda" in str(result.get("reason", "")).lower() and result.get("status") in ("crashed", "runtime_error")
-        if self._count >= self.recycle_after or cuda_error:
+        if task_path in self._judges:
+            self._counts[task_path] += 1
+            if self._counts[task_path] >= self.recycle_after or cuda_error:
+                self._drop(task_path)
+        if cuda_error:  # the GPU may be left in a bad state: start every task afresh
             self.close()
         result.update(task=task_path, candidate=candidate_path, worker=self.name)
         return result
 
+    def _drop(self, task_path: str) -> None:
+        judge = self._judges.pop(task_path, None)
+        if judge is not None:
+            judge.close()
+
     def close(self) -> None:
-        if self._judge is not None:
-            self._judge.close()
-            self._judge = None
+        for task_path in list(self._judges):
+            self._drop(task_path)
 
 
 def _local_worker_main(conn: Any, config: dict[str, Any], env: dict[str, str], name: str, recycle_after: int) -> None:

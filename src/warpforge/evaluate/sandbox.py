@@ -220,6 +220,8 @@ class Child:
         self._read_fd, write_fd = os.pipe()
         child_env = dict(os.environ if env is None else env)
         child_env[CHANNEL_ENV] = str(write_fd)
+        if child_env.get("PYTHONPATH"):  # the child runs in a folder of its own: PYTHONPATH=src must still reach src
+            child_env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in child_env["PYTHONPATH"].split(os.pathsep) if p)
         child_env["PYTHONUNBUFFERED"] = "1"
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
