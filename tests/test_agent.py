@@ -333,3 +333,22 @@ def test_the_http_transport_serves_the_same_tools(tmp_path: Path) -> None:
         server.terminate()
         server.wait(timeout=30)
     assert not (tmp_path / "http.db").exists()  # reading an absent archive does not create one
+
+
+@pytest.mark.slow
+def test_evaluations_on_an_executor_give_the_same_verdicts_and_records(tmp_path: Path) -> None:
+    from warpforge.agent.tools import AgentTools
+
+    diag, matmul = "level1/diag_matmul", str(FIXTURES / "tasks" / "matmul.py")
+    with AgentTools(tmp_path / "pool.db", device="cpu", agent_name="pooled", executor="local") as tools:
+        honest = tools.evaluate(diag, HONEST)
+        cheat = tools.evaluate(diag, fixture("patch_timer"))
+        other = tools.evaluate(matmul, fixture("honest_matmul"))  # a task file, not a suite name
+        assert tools._pools and not tools._judges  # the workers evaluated, not a Judge in this process
+    assert (honest["status"], honest["correct"], cheat["status"], other["correct"]) == ("correct", True, "rejected", True)
+    assert honest["speedup"] > 0 and honest["kernels"]["kind"] == "pytorch_rewrite"
+    with Archive(tmp_path / "pool.db", read_only=True) as archive:
+        rows = archive.attempts()
+        assert [(a.model, a.status) for a in rows] == [("pooled", "correct"), ("pooled", "rejected"), ("pooled", "correct")]
+    with pytest.raises(Exception, match="executor must be local or ray"):
+        AgentTools(tmp_path / "x.db", executor="slurm")

@@ -541,3 +541,36 @@ def test_cli_missing_archive_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match=r"no archive at .*nowhere.db: run `warpforge optimize"):
         cli("ls", "--archive", str(missing))
     assert not missing.exists()
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_import_of_an_attempts_export_carries_verdicts_and_is_idempotent(filled, tmp_path, fmt):
+    from warpforge.report.datasets import import_attempts
+
+    archive, ids = filled
+    out = tmp_path / f"attempts.{fmt}"
+    export(archive, "attempts", out, fmt)
+    with Archive(tmp_path / "other.db") as other:
+        counts = import_attempts(other, out)
+        # the /tasks/level1/relu.py path of the fixture is not loadable, but its suite name is
+        assert counts == {"imported": len(ids) - 1, "already_there": 0, "unknown_task": 0, "no_source": 1}
+        best = other.best(TASK, hardware_key=hardware_key(H100))
+        assert best is not None and best.source == "fast\n" and best.speedup == 2.0 and best.model == "fake:model"
+        assert other.best(TASK, hardware_key=hardware_key(A100)).source == "a100\n"
+        wrong = [a for a in other.attempts(task=TASK) if a.source == "wrong\n"]
+        assert [a.status for a in wrong] == ["incorrect"]
+        assert [a.analysis for a in other.attempts(task=TASK) if a.source == "contrast\n"] == ["the fast one fuses the two passes"]
+        assert import_attempts(other, out)["imported"] == 0  # twice adds nothing
+        assert len(other.runs()) == 1
+
+
+def test_import_refuses_what_is_not_an_attempts_export(archive, tmp_path):
+    from warpforge.report.datasets import import_attempts
+
+    with pytest.raises(UsageError, match="no file"):
+        import_attempts(archive, tmp_path / "none.jsonl")
+    (tmp_path / "sft.jsonl").write_text('{"task": "level1/relu", "prompt": "x"}\n')
+    with pytest.raises(UsageError, match="not an attempts export"):
+        import_attempts(archive, tmp_path / "sft.jsonl")
+    (tmp_path / "alien.jsonl").write_text('{"task": "level9/none", "source": "x = 1\\n"}\n')
+    assert import_attempts(archive, tmp_path / "alien.jsonl")["unknown_task"] == 1

@@ -41,15 +41,36 @@ def add_archive_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     export.add_argument("kind", choices=["sft", "preference", "contrastive", "attempts"])
     export.add_argument("--format", choices=["jsonl", "parquet"], default="jsonl", help="default: jsonl")
     export.add_argument("--out", required=True, help="output file")
+    imp = verbs.add_parser("import", parents=[common], help="add the verified kernels of an attempts export to this archive",
+                           description="Add the rows of an `archive export attempts` file (JSONL or Parquet) to the "
+                                       "archive as one run, with their evaluations, e.g. the committed agent campaign "
+                                       "(benchmarks/results/campaign_*/attempts.jsonl), so retrieval and `best` see "
+                                       "them. Creates the archive if needed; importing twice adds nothing.")
+    imp.add_argument("file", help="an attempts export (.jsonl or .parquet)")
 
 
 def cmd_archive(args: argparse.Namespace) -> int:
     path = Path(args.archive)
+    if args.archive_command == "import":
+        return _import(path, args)
     if not path.is_file():
         raise UsageError(f"no archive at {path}: run `warpforge optimize ... --archive {path}` first")
     with Archive(path) as archive:
         verb = {"ls": _ls, "show": _show, "best": _best, "export": _export}[args.archive_command]
         return verb(archive, args)
+
+
+def _import(path: Path, args: argparse.Namespace) -> int:
+    from warpforge.report.datasets import import_attempts
+
+    with Archive(path) as archive:
+        counts = import_attempts(archive, args.file)
+    if args.json:
+        print(json.dumps(counts))
+    else:
+        print(f"imported {counts['imported']} attempts into {path} ({counts['already_there']} already there, "
+              f"{counts['unknown_task']} of unknown tasks, {counts['no_source']} without a program)")
+    return 0
 
 
 def _ls(archive: Archive, args: argparse.Namespace) -> int:

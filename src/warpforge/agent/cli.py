@@ -38,6 +38,7 @@ def add_agent_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     agent.add_argument("--analysis-file", help="a file with why this candidate should be faster (stored with it)")
     agent.add_argument("--parent", type=int, action="append", default=[], metavar="ATTEMPT_ID",
                        help="an attempt this candidate builds on (repeatable; stored as lineage)")
+    add_executor_arguments(agent)
 
     p = sub.add_parser("agent", help="the agent tools as commands that print one JSON object",
                        description="The tools `warpforge mcp` serves, as commands for agents that run shell commands.")
@@ -62,6 +63,13 @@ def add_agent_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     best.add_argument("--hardware-key", help="only timings from this machine")
 
 
+def add_executor_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--executor", choices=["local", "ray"],
+                   help="evaluate on executor workers: local (one per GPU) or ray (a cluster's GPUs); default: in this process")
+    p.add_argument("--workers", type=int, help="executor workers (default: one per GPU)")
+    p.add_argument("--ray-address", help="an existing Ray cluster (auto, ray://host:10001); default: start a local one")
+
+
 def add_mcp_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--http", metavar="HOST:PORT",
                    help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (PORT alone: on 127.0.0.1)")
@@ -69,6 +77,7 @@ def add_mcp_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=["cpu", "cuda"],
                    help="default device for evaluations: $WARPFORGE_DEVICE, else cuda when a GPU is visible")
     p.add_argument("--agent-name", help="recorded as the model of each attempt (default: $WARPFORGE_AGENT or agent)")
+    add_executor_arguments(p)
 
 
 def parse_http(value: str) -> tuple[str, int]:
@@ -121,7 +130,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     except UsageError as exc:
         print(f"warpforge: {exc}", file=sys.stderr)
         return 2
-    tools = AgentTools(args.archive, device=device, agent_name=_agent_name(args), interface="mcp")
+    tools = AgentTools(args.archive, device=device, agent_name=_agent_name(args), interface="mcp",
+                       executor=args.executor, workers=args.workers, ray_address=args.ray_address)
     server = build_server(tools)
 
     def stop(signum: int, frame: Any) -> None:
@@ -159,7 +169,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
         return 2
     # one evaluation per call: no spare candidate process is worth starting
     with AgentTools(args.archive, device=device, agent_name=_agent_name(args), interface="cli",
-                    eval_config=EvalConfig(spare_workers=0)) as tools:
+                    eval_config=EvalConfig(spare_workers=0), executor=getattr(args, "executor", None),
+                    workers=getattr(args, "workers", None), ray_address=getattr(args, "ray_address", None)) as tools:
         out: dict[str, Any] = {
             "tasks": lambda: tools.list_tasks(),
             "task": lambda: tools.get_task(args.task),

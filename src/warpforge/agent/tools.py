@@ -11,6 +11,7 @@ children, shapes come from a probe child (probe.py). MCP types live in server.py
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -33,7 +34,7 @@ from warpforge.evaluate import Judge
 from warpforge.propose import Proposal
 from warpforge.search.features import features_of
 from warpforge.search.retrieval import similarity, stepping_stones
-from warpforge.task import Task, load_task, suite_paths
+from warpforge.task import SUITE_DIR, Task, load_task, suite_paths
 
 MAX_SOURCE_BYTES = 1 << 20
 """A candidate larger than 1 MiB is refused before anything is recorded: real kernels are a few KiB."""
@@ -113,7 +114,8 @@ class AgentTools:
     """
 
     def __init__(self, archive_path: str | Path, *, device: str | None = None, agent_name: str = "agent",
-                 interface: str = "mcp", eval_config: EvalConfig | None = None, max_judges: int = MAX_JUDGES) -> None:
+                 interface: str = "mcp", eval_config: EvalConfig | None = None, max_judges: int = MAX_JUDGES,
+                 executor: str | None = None, workers: int | None = None, ray_address: str | None = None) -> None:
         if device not in (None, *DEVICES):
             raise ConfigError(f"device must be cpu or cuda, not {device!r}")
         self.archive_path = Path(archive_path)
@@ -122,6 +124,11 @@ class AgentTools:
         self.interface = interface
         self.eval_config = eval_config or EvalConfig()
         self.max_judges = max_judges
+        if executor not in (None, "local", "ray"):
+            raise ConfigError(f"executor must be local or ray, not {executor!r}")
+        self.executor, self.workers, self.ray_address = executor, workers, ray_address
+        self._pools: dict[str, Any] = {}  # device -> EvalPool, with an executor
+        self._record_lock = threading.Lock()
         self._archive_handle: Archive | None = None
         self._archive_lock = threading.Lock()
         self._busy = threading.Lock()
@@ -146,6 +153,8 @@ class AgentTools:
         self._closing = True
         while self._judges:
             self._judges.popitem()[1].close()
+        while self._pools:
+            self._pools.popitem()[1].close()
         with self._archive_lock:
             if self._archive_handle is not None:
                 if self._run_id is not None:
@@ -217,14 +226,18 @@ class AgentTools:
         assert archive is not None
         parent_ids = tuple(_parent_ids(archive, parents))
         candidate = Candidate(source, strategy=STRATEGY, model=self.agent_name)
-        with self._busy:
-            attempt_id = self._record(archive, loaded, candidate, analysis, parent_ids)
-            result = self._judged(loaded, config, candidate)
-            archive.add_evaluation(attempt_id, result)
+        # in process, one evaluation at a time; on an executor, its workers keep each GPU to one
+        with self._busy if self.executor is None else contextlib.nullcontext():
+            with self._record_lock:
+                attempt_id = self._record(archive, loaded, candidate, analysis, parent_ids)
+            result = self._judged(loaded, config, candidate) if self.executor is None else \
+                self._pooled(loaded, config, candidate)
             verdict = json_safe({**result.to_dict(samples=False), "attempt_id": attempt_id})
-            self._verdicts[(loaded.name, str(config.device), candidate.id)] = verdict  # for profile
-            while len(self._verdicts) > 64:
-                self._verdicts.popitem(last=False)
+            with self._record_lock:
+                archive.add_evaluation(attempt_id, result)
+                self._verdicts[(loaded.name, str(config.device), candidate.id)] = verdict  # for profile
+                while len(self._verdicts) > 64:
+                    self._verdicts.popitem(last=False)
         return verdict
 
     @tool
@@ -326,6 +339,23 @@ class AgentTools:
             if source is None and not (archive and name in archive.tasks()):
                 raise Refused("unknown_task", _unknown(name)) from None
             return name, source or ""
+
+    def _pooled(self, task: Task, config: EvalConfig, candidate: Candidate) -> EvalResult:
+        """Evaluate on the executor's workers (worker processes, or Ray actors on a cluster)."""
+        from warpforge.executor import EvalPool, Job
+
+        device = str(config.device)
+        with self._record_lock:
+            pool = self._pools.get(device)
+            if pool is None:
+                pool = self._pools[device] = EvalPool(config, self.executor or "local", self.workers, self.ray_address)
+        # a suite task goes by name (a Ray node resolves it in its own installation), any other by path
+        suite = task.path.resolve().is_relative_to(SUITE_DIR.resolve())
+        job = Job(0, task.name if suite else str(task.path), f"attempt of {self.agent_name}", source=candidate.source)
+        d = pool.submit(job).result()
+        if d.get("status") == "error":  # the worker could not load the task
+            raise HarnessError(f"the {self.executor} executor's worker could not evaluate it: {d.get('reason')}")
+        return EvalResult.from_dict(d)
 
     def _judged(self, task: Task, config: EvalConfig, candidate: Candidate) -> EvalResult:
         """Evaluate with the task's warm Judge (started on first use; closed if it breaks)."""

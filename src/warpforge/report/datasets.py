@@ -43,7 +43,7 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
                  ("candidate_ms", "float"), ("reference_ms", "float"), ("kernels_kind", "str"),
                  ("max_abs_err", "float"), ("rel_l2_err", "float"), ("prompt_tokens", "int"),
                  ("completion_tokens", "int"), ("cost_usd", "float"), ("parents", "ints"), ("hardware_key", "str"),
-                 ("source", "str")),
+                 ("source", "str"), ("analysis", "str"), ("result", "str")),
 }
 KINDS = tuple(COLUMNS)
 
@@ -124,7 +124,84 @@ def attempt_rows(archive: Archive) -> Iterator[dict[str, Any]]:
                "reference_ms": a.reference_ms, "kernels_kind": a.kernels_kind,
                "max_abs_err": result.get("max_abs_err"), "rel_l2_err": result.get("rel_l2_err"),
                "prompt_tokens": a.prompt_tokens, "completion_tokens": a.completion_tokens, "cost_usd": a.cost_usd,
-               "parents": list(a.parents), "hardware_key": a.hardware_key, "source": a.source}
+               "parents": list(a.parents), "hardware_key": a.hardware_key, "source": a.source,
+               "analysis": a.analysis, "result": json.dumps(_finite(a.result), allow_nan=False, default=str) if a.result else None}
+
+
+def _finite(value: Any) -> Any:
+    """Non-finite floats anywhere in a verdict become null (strict JSON inside the column too)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def import_attempts(archive: Archive, path: str | Path) -> dict[str, int]:
+    """Add the rows of an `attempts` export (JSONL or Parquet) to `archive` as one new run, each
+    with its evaluation (the full verdict from the `result` column, so its machine and timings
+    come along): how verified kernels from elsewhere (the committed agent campaign, a teammate's
+    archive) seed retrieval and `best`. Sources already recorded for the same task with an
+    evaluation on the same machine are skipped, so importing twice adds nothing. Rows of tasks
+    that this installation cannot load are skipped and counted."""
+    from warpforge.candidate import Candidate, EvalResult
+    from warpforge.errors import TaskError
+    from warpforge.propose import Proposal
+    from warpforge.task import load_task
+
+    rows = _read_rows(Path(path))
+    seen = {(a.task, a.source_hash, a.hardware_key) for a in archive.attempts() if a.evaluation_id is not None}
+    counts = {"imported": 0, "already_there": 0, "unknown_task": 0, "no_source": 0}
+    run_id: str | None = None
+    steps: dict[str, int] = {}
+    for row in rows:
+        if not row.get("source"):
+            counts["no_source"] += 1
+            continue
+        try:
+            task = load_task(str(row["task"]))
+        except (TaskError, UsageError, KeyError):
+            counts["unknown_task"] += 1
+            continue
+        candidate = Candidate(str(row["source"]), strategy=str(row.get("strategy") or "imported"), model=str(row.get("model") or ""))
+        if (task.name, candidate.id, row.get("hardware_key")) in seen:
+            counts["already_there"] += 1
+            continue
+        if run_id is None:
+            run_id = archive.start_run({"mode": "import", "from": str(path)}, seed=0)
+        archive.add_task(task)
+        step = steps.get(task.name, 0)
+        steps[task.name] = step + 1
+        proposal = Proposal(task=task.name, strategy=candidate.strategy, model=candidate.model, candidate=candidate,
+                            analysis=str(row.get("analysis") or ""))
+        cid = archive.add_candidate(run_id, proposal, step, language=str(row.get("language") or "unknown"))
+        if row.get("result"):
+            archive.add_evaluation(cid, EvalResult.from_dict(json.loads(str(row["result"]))))
+        seen.add((task.name, candidate.id, row.get("hardware_key")))
+        counts["imported"] += 1
+    if run_id is not None:
+        archive.finish_run(run_id, "done")
+    return counts
+
+
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise UsageError(f"no file at {path}: give an attempts export (`warpforge archive export attempts --out FILE`)")
+    if path.suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise UsageError("pyarrow is not installed: install warpforge[data] to read Parquet") from None
+        rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
+    else:
+        from warpforge import jsonl
+
+        rows = jsonl.read(path)
+    if rows and "source" not in rows[0]:
+        raise UsageError(f"{path} is not an attempts export (it has no source column)")
+    return rows
 
 
 ROWS: dict[str, Callable[[Archive], Iterator[dict[str, Any]]]] = {

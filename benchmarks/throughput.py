@@ -1,0 +1,252 @@
+"""Issue 6's throughput benchmark: verified-and-timed candidates per GPU-minute.
+
+A fixed corpus of 100 candidates (36 load_inline CUDA builds, 52 Triton kernels, 12 PyTorch
+rewrites; variants of the committed GPU examples over their launch parameters) for level1
+relu, gelu, rmsnorm, softmax and layernorm at the tasks' GPU sizes, evaluated
+
+- by warpforge: `evaluate_batch` on the local executor (one worker per GPU, the CPU compile
+  pool building the CUDA candidates ahead), with the default, full evaluation (3 input sets
+  checked against float64, L2-flushed timing to the harness's budget, the kernel profile, eager
+  and torch.compile baselines);
+- by a KernelBench-style serial evaluator in one process: for each candidate, a load_inline
+  build into a fresh build folder, 5 correctness trials (torch.allclose, atol=rtol=1e-2), 100
+  timed trials with CUDA events, then the next candidate. It runs on a stratified sample of
+  the corpus (--serial-sample) to save GPU time; its rate per candidate is what is compared.
+
+Writes OUT/throughput_<gpu>_<date>.json. Usage:
+  python benchmarks/throughput.py --out OUT [--serial-sample 20] [--ablate 12] [--skip-serial]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "benchmarks" / "gpu_candidates"
+
+TORCH_RELU = ["torch.relu(x)", "torch.clamp_min(x, 0.0)", "x.clamp(min=0.0)", "torch.nn.functional.relu(x)",
+              "torch.where(x > 0, x, torch.zeros_like(x))", "torch.maximum(x, torch.zeros_like(x))"]
+TORCH_GELU = ["torch.nn.functional.gelu(x)", "0.5 * x * (1.0 + torch.erf(x * 0.7071067811865476))",
+              "x * 0.5 * torch.erfc(-x * 0.7071067811865476)", "torch.nn.functional.gelu(x, approximate='none')",
+              "x * (0.5 + 0.5 * torch.erf(x / 1.4142135623730951))", "0.5 * x * torch.erfc(x * -0.7071067811865476)"]
+TORCH_TEMPLATE = '''"""A PyTorch rewrite: {expr}."""
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return {expr}
+'''
+
+
+def corpus(folder: Path) -> list[dict[str, str]]:
+    """Write the 100 candidates; returns [{task, candidate, family}]."""
+    folder.mkdir(parents=True, exist_ok=True)
+    items: list[dict[str, str]] = []
+
+    def add(task: str, family: str, source: str) -> None:
+        path = folder / f"{len(items):03d}_{task.split('/')[-1]}_{family}.py"
+        path.write_text(source)
+        items.append({"task": task, "candidate": str(path), "family": family})
+
+    for name in ("relu", "gelu"):
+        base = (EXAMPLES / f"{name}__cuda.py").read_text()
+        for threads in (128, 256, 512, 1024):
+            for vec in (1, 2, 4, 8):
+                src = base.replace("constexpr int THREADS = 256;", f"constexpr int THREADS = {threads};")
+                src = src.replace("constexpr int VEC_PER_THREAD = 4;", f"constexpr int VEC_PER_THREAD = {vec};")
+                add(f"level1/{name}", "cuda", src.replace(f'name="wf_gpu_{name}_cuda_v1"', f'name="wf_tp_{name}_{threads}_{vec}"'))
+    base = (EXAMPLES / "rmsnorm__cuda.py").read_text()
+    for threads in (128, 256, 512, 1024):
+        src = base.replace("constexpr int THREADS = 256;", f"constexpr int THREADS = {threads};")
+        add("level1/rmsnorm", "cuda", src.replace('name="wf_gpu_rmsnorm_cuda_v1"', f'name="wf_tp_rmsnorm_{threads}"'))
+    base = (EXAMPLES / "relu__triton.py").read_text()
+    for block in (512, 1024, 2048, 4096, 8192):
+        for warps in (1, 2, 4, 8):
+            src = base.replace("block = 4096", f"block = {block}").replace("num_warps=8)", f"num_warps={warps})")
+            add("level1/relu", "triton", src)
+    for name in ("softmax", "layernorm"):
+        base = (EXAMPLES / f"{name}__triton.py").read_text()
+        for cap in (1024, 2048, 4096, 8192):
+            for warps in (2, 4, 8, 16):
+                src = re.sub(r"\), 4096\)", f"), {cap})", base, count=1)
+                src = src.replace("num_warps=8 if block >= 2048 else 4", f"num_warps={warps}")
+                add(f"level1/{name}", "triton", src)
+    for expr in TORCH_RELU:
+        add("level1/relu", "pytorch", TORCH_TEMPLATE.format(expr=expr))
+    for expr in TORCH_GELU:
+        add("level1/gelu", "pytorch", TORCH_TEMPLATE.format(expr=expr))
+    sources = [Path(i["candidate"]).read_text() for i in items]
+    assert len(set(sources)) == len(sources) == 100, "every corpus candidate must be a distinct source"
+    return items
+
+
+def stratified(items: list[dict[str, str]], n: int) -> list[dict[str, str]]:
+    """n items with the corpus's family proportions, spread over it."""
+    out = []
+    for family in ("cuda", "triton", "pytorch"):
+        group = [i for i in items if i["family"] == family]
+        k = max(1, round(n * len(group) / len(items)))
+        out += group[:: max(1, len(group) // k)][:k]
+    return out
+
+
+def serial_kernelbench(items: list[dict[str, str]], trials: int = 5, timed: int = 100) -> list[dict[str, object]]:
+    """One candidate after another in this process, the way KernelBench's eval does it."""
+    import importlib.util
+
+    import torch
+
+    from warpforge.task import import_task_module, load_task
+
+    rows = []
+    for item in items:
+        t0 = time.perf_counter()
+        row: dict[str, object] = {**item}
+        build_dir = tempfile.mkdtemp(prefix="kb-build-")
+        os.environ["TORCH_EXTENSIONS_DIR"] = build_dir
+        try:
+            task = load_task(item["task"])
+            ref_mod = import_task_module(task, task.sizes("gpu"))
+            spec = importlib.util.spec_from_file_location(f"kb_cand_{len(rows)}", item["candidate"])
+            assert spec is not None and spec.loader is not None
+            cand = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(cand)  # the build
+            row["compile_s"] = round(time.perf_counter() - t0, 3)
+            init = ref_mod.get_init_inputs()
+            torch.manual_seed(42)
+            model = ref_mod.Model(*init).cuda()
+            torch.manual_seed(42)
+            new = cand.ModelNew(*init).cuda()
+            ok = True
+            with torch.no_grad():
+                for t in range(trials):
+                    torch.manual_seed(1000 + t)
+                    args = [a.cuda() if isinstance(a, torch.Tensor) else a for a in ref_mod.get_inputs()]
+                    ok &= bool(torch.allclose(model(*args), new(*args), atol=1e-2, rtol=1e-2))
+                torch.cuda.synchronize()
+                times = []
+                for _ in range(timed):
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    new(*args)
+                    end.record()
+                    torch.cuda.synchronize()
+                    times.append(start.elapsed_time(end))
+            row.update(correct=ok, mean_ms=statistics.fmean(times))
+        except Exception as exc:  # a failed build or run is a result too
+            row.update(correct=False, error=f"{type(exc).__name__}: {str(exc)[:200]}")
+        row["seconds"] = round(time.perf_counter() - t0, 3)
+        rows.append(row)
+        print(f"serial {len(rows)}/{len(items)} {Path(item['candidate']).name} {row['seconds']}s {row.get('correct')}", flush=True)
+    return rows
+
+
+def pool_run(items: list[dict[str, str]], cache_dir: str, compile_workers: int | None, workers: int | None) -> dict[str, object]:
+    from warpforge.config import EvalConfig
+    from warpforge.executor import evaluate_batch
+
+    config = EvalConfig(device="cuda", cache_dir=cache_dir)
+    done = []
+
+    def on_result(job: object, result: dict[str, object]) -> None:
+        done.append(time.perf_counter())
+        print(f"pool {len(done)}/{len(items)} {Path(str(result.get('candidate'))).name} {result.get('status')} "
+              f"{result.get('speedup')}", flush=True)
+
+    t0 = time.perf_counter()
+    results = evaluate_batch([(i["task"], i["candidate"]) for i in items], config, "local", workers, on_result=on_result,
+                             compile_workers=compile_workers)
+    wall = time.perf_counter() - t0
+    statuses: dict[str, int] = {}
+    for r in results:
+        statuses[str(r.get("status"))] = statuses.get(str(r.get("status")), 0) + 1
+    return {"wall_s": round(wall, 2), "statuses": statuses, "timed": sum(1 for r in results if r.get("candidate_ms")),
+            "results": [{k: r.get(k) for k in ("task", "candidate", "status", "speedup", "candidate_ms", "worker",
+                                               "precompile", "compile_ms")} for r in results]}
+
+
+def header() -> dict[str, object]:
+    import torch
+    import triton
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True)
+    return {"date": dt.date.today().isoformat(), "gpu": gpu, "gpus": torch.cuda.device_count(),
+            "driver": smi.stdout.strip().splitlines()[0] if smi.returncode == 0 else None, "torch": torch.__version__,
+            "triton": triton.__version__, "python": platform.python_version(), "cpus": os.cpu_count(),
+            "command": " ".join([Path(sys.executable).name, *sys.argv])}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--serial-sample", type=int, default=20, help="candidates the serial evaluator runs (default 20)")
+    ap.add_argument("--skip-serial", action="store_true")
+    ap.add_argument("--skip-pool", action="store_true")
+    ap.add_argument("--ablate", type=int, default=0, help="also run this many CUDA candidates through warpforge with no compile pool")
+    ap.add_argument("--workers", type=int, help="GPU workers (default: one per GPU)")
+    ap.add_argument("--compile-workers", type=int, help="CPU compile processes (default: the pool's)")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    items = corpus(out / "corpus")
+    report: dict[str, object] = {"header": header(), "corpus": {f: sum(1 for i in items if i["family"] == f)
+                                                                 for f in ("cuda", "triton", "pytorch")}}
+    gpus = args.workers or int(report["header"]["gpus"]) or 1  # type: ignore[call-overload]
+    path = out / f"throughput_{re.sub(r'[^a-z0-9]+', '-', str(report['header']['gpu']).lower()).strip('-')}_{report['header']['date']}.json"
+
+    def save() -> None:
+        path.write_text(json.dumps(report, indent=1))
+
+    if not args.skip_pool:
+        pool = pool_run(items, tempfile.mkdtemp(prefix="wf-cache-"), args.compile_workers, args.workers)
+        pool["candidates_per_gpu_minute"] = round(len(items) / (float(pool["wall_s"]) * gpus / 60), 2)  # type: ignore[arg-type]
+        report["warpforge"] = pool
+        save()
+    if args.ablate:
+        cuda = [i for i in items if i["family"] == "cuda"][: args.ablate]
+        abl = pool_run(cuda, tempfile.mkdtemp(prefix="wf-cache-"), 0, args.workers)
+        abl["candidates_per_gpu_minute"] = round(len(cuda) / (float(abl["wall_s"]) * gpus / 60), 2)  # type: ignore[arg-type]
+        report["warpforge_no_compile_pool_cuda_only"] = abl
+        save()
+    if not args.skip_serial:
+        sample = stratified(items, args.serial_sample)
+        t0 = time.perf_counter()
+        rows = serial_kernelbench(sample)
+        wall = time.perf_counter() - t0
+        report["kernelbench_serial"] = {"wall_s": round(wall, 2), "n": len(rows), "sample": "stratified by family",
+                                        "candidates_per_gpu_minute": round(len(rows) / (wall / 60), 2), "rows": rows}
+        # the same mix as the corpus: per-family mean seconds weighted by the corpus's counts
+        per_family = {f: statistics.fmean(float(r["seconds"]) for r in rows if r["family"] == f)  # type: ignore[arg-type]
+                      for f in ("cuda", "triton", "pytorch") if any(r["family"] == f for r in rows)}
+        corpus_s = sum(per_family[f] * n for f, n in report["corpus"].items() if f in per_family)  # type: ignore[union-attr]
+        report["kernelbench_serial"]["corpus_estimate_s"] = round(corpus_s, 1)  # type: ignore[index]
+        report["kernelbench_serial"]["corpus_rate_per_gpu_minute"] = round(len(items) / (corpus_s / 60), 2)  # type: ignore[index]
+        save()
+    if "warpforge" in report and "kernelbench_serial" in report:
+        report["speedup_vs_serial"] = round(float(report["warpforge"]["candidates_per_gpu_minute"])  # type: ignore[index]
+                                            / float(report["kernelbench_serial"]["corpus_rate_per_gpu_minute"]), 2)  # type: ignore[index]
+        save()
+    print(json.dumps({k: v for k, v in report.items() if k not in ("warpforge", "kernelbench_serial")}, indent=1))
+    print("saved", path)
+
+
+if __name__ == "__main__":
+    main()
