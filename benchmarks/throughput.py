@@ -15,6 +15,7 @@ relu, gelu, rmsnorm, softmax and layernorm at the tasks' GPU sizes, evaluated
 
 Writes OUT/throughput_<gpu>_<date>.json. Usage:
   python benchmarks/throughput.py --out OUT [--serial-sample 20] [--ablate 12] [--skip-serial]
+  python benchmarks/throughput.py --out OUT --device cpu --families triton,pytorch --limit 6   # a dry run of the script
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "benchmarks" / "gpu_candidates"
@@ -102,12 +104,15 @@ def stratified(items: list[dict[str, str]], n: int) -> list[dict[str, str]]:
     out = []
     for family in ("cuda", "triton", "pytorch"):
         group = [i for i in items if i["family"] == family]
+        if not group:
+            continue
         k = max(1, round(n * len(group) / len(items)))
         out += group[:: max(1, len(group) // k)][:k]
     return out
 
 
-def serial_kernelbench(items: list[dict[str, str]], trials: int = 5, timed: int = 100) -> list[dict[str, object]]:
+def serial_kernelbench(items: list[dict[str, str]], trials: int = 5, timed: int = 100,
+                       device: str = "cuda") -> list[dict[str, Any]]:
     """One candidate after another in this process, the way KernelBench's eval does it."""
     import importlib.util
 
@@ -115,15 +120,15 @@ def serial_kernelbench(items: list[dict[str, str]], trials: int = 5, timed: int 
 
     from warpforge.task import import_task_module, load_task
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for item in items:
         t0 = time.perf_counter()
-        row: dict[str, object] = {**item}
+        row: dict[str, Any] = {**item}
         build_dir = tempfile.mkdtemp(prefix="kb-build-")
         os.environ["TORCH_EXTENSIONS_DIR"] = build_dir
         try:
             task = load_task(item["task"])
-            ref_mod = import_task_module(task, task.sizes("gpu"))
+            ref_mod = import_task_module(task, task.sizes("gpu" if device == "cuda" else "cpu"))
             spec = importlib.util.spec_from_file_location(f"kb_cand_{len(rows)}", item["candidate"])
             assert spec is not None and spec.loader is not None
             cand = importlib.util.module_from_spec(spec)
@@ -131,24 +136,30 @@ def serial_kernelbench(items: list[dict[str, str]], trials: int = 5, timed: int 
             row["compile_s"] = round(time.perf_counter() - t0, 3)
             init = ref_mod.get_init_inputs()
             torch.manual_seed(42)
-            model = ref_mod.Model(*init).cuda()
+            model = ref_mod.Model(*init).to(device)
             torch.manual_seed(42)
-            new = cand.ModelNew(*init).cuda()
+            new = cand.ModelNew(*init).to(device)
             ok = True
             with torch.no_grad():
                 for t in range(trials):
                     torch.manual_seed(1000 + t)
-                    args = [a.cuda() if isinstance(a, torch.Tensor) else a for a in ref_mod.get_inputs()]
+                    args = [a.to(device) if isinstance(a, torch.Tensor) else a for a in ref_mod.get_inputs()]
                     ok &= bool(torch.allclose(model(*args), new(*args), atol=1e-2, rtol=1e-2))
-                torch.cuda.synchronize()
                 times = []
-                for _ in range(timed):
-                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    new(*args)
-                    end.record()
+                if device == "cuda":
                     torch.cuda.synchronize()
-                    times.append(start.elapsed_time(end))
+                    for _ in range(timed):
+                        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                        start.record()
+                        new(*args)
+                        end.record()
+                        torch.cuda.synchronize()
+                        times.append(start.elapsed_time(end))
+                else:  # the dry run: wall clock
+                    for _ in range(timed):
+                        t1 = time.perf_counter()
+                        new(*args)
+                        times.append((time.perf_counter() - t1) * 1e3)
             row.update(correct=ok, mean_ms=statistics.fmean(times))
         except Exception as exc:  # a failed build or run is a result too
             row.update(correct=False, error=f"{type(exc).__name__}: {str(exc)[:200]}")
@@ -158,14 +169,15 @@ def serial_kernelbench(items: list[dict[str, str]], trials: int = 5, timed: int 
     return rows
 
 
-def pool_run(items: list[dict[str, str]], cache_dir: str, compile_workers: int | None, workers: int | None) -> dict[str, object]:
+def pool_run(items: list[dict[str, str]], cache_dir: str, compile_workers: int | None, workers: int | None,
+             device: str = "cuda") -> dict[str, Any]:
     from warpforge.config import EvalConfig
     from warpforge.executor import evaluate_batch
 
-    config = EvalConfig(device="cuda", cache_dir=cache_dir)
+    config = EvalConfig(device="cpu" if device == "cpu" else "cuda", cache_dir=cache_dir)
     done = []
 
-    def on_result(job: object, result: dict[str, object]) -> None:
+    def on_result(job: object, result: dict[str, Any]) -> None:
         done.append(time.perf_counter())
         print(f"pool {len(done)}/{len(items)} {Path(str(result.get('candidate'))).name} {result.get('status')} "
               f"{result.get('speedup')}", flush=True)
@@ -182,7 +194,7 @@ def pool_run(items: list[dict[str, str]], cache_dir: str, compile_workers: int |
                                                "precompile", "compile_ms")} for r in results]}
 
 
-def header() -> dict[str, object]:
+def header() -> dict[str, Any]:
     import torch
     import triton
 
@@ -203,46 +215,52 @@ def main() -> None:
     ap.add_argument("--ablate", type=int, default=0, help="also run this many CUDA candidates through warpforge with no compile pool")
     ap.add_argument("--workers", type=int, help="GPU workers (default: one per GPU)")
     ap.add_argument("--compile-workers", type=int, help="CPU compile processes (default: the pool's)")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a dry run of this script (Triton interpreted)")
+    ap.add_argument("--families", default="cuda,triton,pytorch", help="corpus families to run (default: all)")
+    ap.add_argument("--limit", type=int, help="run only the first N candidates of each family (a dry run)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    items = corpus(out / "corpus")
-    report: dict[str, object] = {"header": header(), "corpus": {f: sum(1 for i in items if i["family"] == f)
-                                                                 for f in ("cuda", "triton", "pytorch")}}
-    gpus = args.workers or int(report["header"]["gpus"]) or 1  # type: ignore[call-overload]
+    families = [f for f in args.families.split(",") if f]
+    items = [i for i in corpus(out / "corpus") if i["family"] in families]
+    if args.limit:
+        items = [i for f in families for i in [j for j in items if j["family"] == f][: args.limit]]
+    report: dict[str, Any] = {"header": {**header(), "device": args.device},
+                                 "corpus": {f: sum(1 for i in items if i["family"] == f) for f in families}}
+    gpus = (args.workers or int(report["header"]["gpus"]) or 1) if args.device == "cuda" else 1
     path = out / f"throughput_{re.sub(r'[^a-z0-9]+', '-', str(report['header']['gpu']).lower()).strip('-')}_{report['header']['date']}.json"
 
     def save() -> None:
         path.write_text(json.dumps(report, indent=1))
 
     if not args.skip_pool:
-        pool = pool_run(items, tempfile.mkdtemp(prefix="wf-cache-"), args.compile_workers, args.workers)
-        pool["candidates_per_gpu_minute"] = round(len(items) / (float(pool["wall_s"]) * gpus / 60), 2)  # type: ignore[arg-type]
+        pool = pool_run(items, tempfile.mkdtemp(prefix="wf-cache-"), args.compile_workers, args.workers, args.device)
+        pool["candidates_per_gpu_minute"] = round(len(items) / (float(pool["wall_s"]) * gpus / 60), 2)
         report["warpforge"] = pool
         save()
     if args.ablate:
         cuda = [i for i in items if i["family"] == "cuda"][: args.ablate]
-        abl = pool_run(cuda, tempfile.mkdtemp(prefix="wf-cache-"), 0, args.workers)
-        abl["candidates_per_gpu_minute"] = round(len(cuda) / (float(abl["wall_s"]) * gpus / 60), 2)  # type: ignore[arg-type]
+        abl = pool_run(cuda, tempfile.mkdtemp(prefix="wf-cache-"), 0, args.workers, args.device)
+        abl["candidates_per_gpu_minute"] = round(len(cuda) / (float(abl["wall_s"]) * gpus / 60), 2)
         report["warpforge_no_compile_pool_cuda_only"] = abl
         save()
     if not args.skip_serial:
         sample = stratified(items, args.serial_sample)
         t0 = time.perf_counter()
-        rows = serial_kernelbench(sample)
+        rows = serial_kernelbench(sample, device=args.device)
         wall = time.perf_counter() - t0
         report["kernelbench_serial"] = {"wall_s": round(wall, 2), "n": len(rows), "sample": "stratified by family",
                                         "candidates_per_gpu_minute": round(len(rows) / (wall / 60), 2), "rows": rows}
         # the same mix as the corpus: per-family mean seconds weighted by the corpus's counts
-        per_family = {f: statistics.fmean(float(r["seconds"]) for r in rows if r["family"] == f)  # type: ignore[arg-type]
+        per_family = {f: statistics.fmean(float(r["seconds"]) for r in rows if r["family"] == f)
                       for f in ("cuda", "triton", "pytorch") if any(r["family"] == f for r in rows)}
-        corpus_s = sum(per_family[f] * n for f, n in report["corpus"].items() if f in per_family)  # type: ignore[union-attr]
-        report["kernelbench_serial"]["corpus_estimate_s"] = round(corpus_s, 1)  # type: ignore[index]
-        report["kernelbench_serial"]["corpus_rate_per_gpu_minute"] = round(len(items) / (corpus_s / 60), 2)  # type: ignore[index]
+        corpus_s = sum(per_family[f] * n for f, n in report["corpus"].items() if f in per_family)
+        report["kernelbench_serial"]["corpus_estimate_s"] = round(corpus_s, 1)
+        report["kernelbench_serial"]["corpus_rate_per_gpu_minute"] = round(len(items) / (corpus_s / 60), 2)
         save()
     if "warpforge" in report and "kernelbench_serial" in report:
-        report["speedup_vs_serial"] = round(float(report["warpforge"]["candidates_per_gpu_minute"])  # type: ignore[index]
-                                            / float(report["kernelbench_serial"]["corpus_rate_per_gpu_minute"]), 2)  # type: ignore[index]
+        report["speedup_vs_serial"] = round(float(report["warpforge"]["candidates_per_gpu_minute"])
+                                            / float(report["kernelbench_serial"]["corpus_rate_per_gpu_minute"]), 2)
         save()
     print(json.dumps({k: v for k, v in report.items() if k not in ("warpforge", "kernelbench_serial")}, indent=1))
     print("saved", path)

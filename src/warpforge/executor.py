@@ -18,14 +18,14 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue
-from collections import OrderedDict
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from concurrent.futures import wait as wait_futures
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from warpforge.config import EvalConfig
@@ -376,7 +376,7 @@ class EvalPool:
     def _start(self, slots: list[Slot], retries: int, compiler: Compiler | None = None) -> None:
         self.slots, self.retries, self.compiler = slots, retries, compiler
         self._compiling: set[Future[dict[str, Any]]] = set()
-        self._precompiled: dict[int, dict[str, Any]] = {}
+        self._precompiled: dict[Future[dict[str, Any]], dict[str, Any]] = {}  # job future -> its compile job
         self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[Job, int, Future[dict[str, Any]]] | None] = queue.Queue()
         self._threads = [threading.Thread(target=self._serve, args=(s,), name=f"executor-{s.name}", daemon=True)
@@ -405,8 +405,8 @@ class EvalPool:
                     future.set_exception(exc)
                 continue
             if not future.done():
-                if job.index in self._precompiled:
-                    result["precompile"] = self._precompiled.pop(job.index)
+                if future in self._precompiled:
+                    result["precompile"] = self._precompiled.pop(future)
                 future.set_result(result)
 
     def __enter__(self) -> EvalPool:
@@ -432,9 +432,9 @@ class EvalPool:
 
         def queue_it(done: Future[dict[str, Any]]) -> None:
             try:
-                self._precompiled[job.index] = done.result()
+                self._precompiled[future] = done.result()
             except Exception as exc:  # a lost compile task: the GPU worker compiles it itself
-                self._precompiled[job.index] = {"status": "crashed", "reason": f"{type(exc).__name__}: {exc}"}
+                self._precompiled[future] = {"status": "crashed", "reason": f"{type(exc).__name__}: {exc}"}
             self._queue.put((job, 0, future))
             with self._lock:
                 self._compiling.discard(done)
