@@ -22,13 +22,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import hashlib
 import json
 import os
-import platform
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -194,15 +191,13 @@ def pool_run(items: list[dict[str, str]], cache_dir: str, compile_workers: int |
                                                "precompile", "compile_ms")} for r in results]}
 
 
-def header() -> dict[str, Any]:
+def header(device: str) -> dict[str, Any]:
     import torch
-    import triton
 
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True)
-    return {"date": dt.date.today().isoformat(), "gpu": gpu, "gpus": torch.cuda.device_count(),
-            "driver": smi.stdout.strip().splitlines()[0] if smi.returncode == 0 else None, "torch": torch.__version__,
-            "triton": triton.__version__, "python": platform.python_version(), "cpus": os.cpu_count(),
+    from warpforge.evaluate.hardware import fingerprint
+
+    return {"date": dt.date.today().isoformat(), **fingerprint(device),
+            "gpus": torch.cuda.device_count() if device == "cuda" else 0, "cpus": os.cpu_count(),
             "command": " ".join([Path(sys.executable).name, *sys.argv])}
 
 
@@ -219,16 +214,18 @@ def main() -> None:
     ap.add_argument("--families", default="cuda,triton,pytorch", help="corpus families to run (default: all)")
     ap.add_argument("--limit", type=int, help="run only the first N candidates of each family (a dry run)")
     args = ap.parse_args()
+    if args.device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"  # the serial evaluator runs Triton in this process
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     families = [f for f in args.families.split(",") if f]
     items = [i for i in corpus(out / "corpus") if i["family"] in families]
     if args.limit:
         items = [i for f in families for i in [j for j in items if j["family"] == f][: args.limit]]
-    report: dict[str, Any] = {"header": {**header(), "device": args.device},
+    report: dict[str, Any] = {"header": header(args.device),
                                  "corpus": {f: sum(1 for i in items if i["family"] == f) for f in families}}
     gpus = (args.workers or int(report["header"]["gpus"]) or 1) if args.device == "cuda" else 1
-    path = out / f"throughput_{re.sub(r'[^a-z0-9]+', '-', str(report['header']['gpu']).lower()).strip('-')}_{report['header']['date']}.json"
+    path = out / f"throughput_{re.sub(r'[^a-z0-9]+', '-', str(report['header'].get('gpu') or 'cpu').lower()).strip('-')}_{report['header']['date']}.json"
 
     def save() -> None:
         path.write_text(json.dumps(report, indent=1))

@@ -218,3 +218,25 @@ def test_worker_keeps_a_judge_per_recent_task_so_interleaved_jobs_reuse_them() -
         assert single.run(*PAIRS[3])["status"] == "runtime_error" and list(single._judges) == [PAIRS[3][0]]
     finally:
         single.close()
+
+
+def test_the_throughput_corpus_is_100_distinct_candidates_the_policy_accepts(tmp_path: Path) -> None:
+    import importlib.util
+
+    from warpforge.evaluate import needs_build
+    from warpforge.evaluate.static import check_source
+
+    spec = importlib.util.spec_from_file_location("throughput", Path(__file__).parents[1] / "benchmarks/throughput.py")
+    assert spec is not None and spec.loader is not None
+    throughput = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(throughput)
+    items = throughput.corpus(tmp_path)
+    sources = [Path(i["candidate"]).read_text() for i in items]
+    assert len(set(sources)) == 100
+    assert {f: sum(i["family"] == f for i in items) for f in ("cuda", "triton", "pytorch")} == {"cuda": 36, "triton": 52, "pytorch": 12}
+    for item, source in zip(items, sources):
+        report = check_source(source)
+        assert report.rejected is None and report.syntax_error is None, item
+        assert needs_build(source) == (item["family"] == "cuda")
+    sample = throughput.stratified(items, 20)
+    assert {i["family"] for i in sample} == {"cuda", "triton", "pytorch"} and 15 <= len(sample) <= 22
