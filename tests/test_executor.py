@@ -240,3 +240,17 @@ def test_the_throughput_corpus_is_100_distinct_candidates_the_policy_accepts(tmp
         assert needs_build(source) == (item["family"] == "cuda")
     sample = throughput.stratified(items, 20)
     assert {i["family"] for i in sample} == {"cuda", "triton", "pytorch"} and 15 <= len(sample) <= 22
+
+
+def test_ray_compile_jobs_fill_the_same_cache(ray_cluster: Any, build_cache: Path, tmp_path: Path) -> None:
+    from warpforge.executor import Compiler
+
+    config = EvalConfig(device="cpu", bench=False, spare_workers=0, cache_dir=str(build_cache), timeout_s=300)
+    compiler = Compiler(config, arch="", workers=1, executor="ray")
+    try:
+        done = compiler.submit(BUILDS).result(timeout=600)
+        broken = compiler.submit(BUILDS.replace("return out;", "return out  // missing semicolon")).result(timeout=600)
+    finally:
+        compiler.close()
+    assert done["status"] == "compiled" and broken["status"] == "compile_error"
+    assert len(_built(build_cache)) == 1  # the build the local compile jobs made, found by the Ray task
