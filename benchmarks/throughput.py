@@ -166,8 +166,13 @@ def serial_kernelbench(items: list[dict[str, str]], trials: int = 5, timed: int 
     return rows
 
 
+KEPT = ("task", "candidate", "status", "speedup", "candidate_ms", "worker", "precompile", "compile_ms", "stage_seconds")
+
+
 def pool_run(items: list[dict[str, str]], cache_dir: str, compile_workers: int | None, workers: int | None,
-             device: str = "cuda") -> dict[str, Any]:
+             device: str = "cuda", stream: Path | None = None) -> dict[str, Any]:
+    """warpforge's evaluation of the items; with `stream`, each result is appended there (with its
+    second since the start) as it arrives, so a run cut off by a time limit keeps what it did."""
     from warpforge.config import EvalConfig
     from warpforge.executor import evaluate_batch
 
@@ -178,6 +183,9 @@ def pool_run(items: list[dict[str, str]], cache_dir: str, compile_workers: int |
         done.append(time.perf_counter())
         print(f"pool {len(done)}/{len(items)} {Path(str(result.get('candidate'))).name} {result.get('status')} "
               f"{result.get('speedup')}", flush=True)
+        if stream is not None:
+            with stream.open("a") as f:
+                f.write(json.dumps({"at_s": round(done[-1] - t0, 3), **{k: result.get(k) for k in KEPT}}) + "\n")
 
     t0 = time.perf_counter()
     results = evaluate_batch([(i["task"], i["candidate"]) for i in items], config, "local", workers, on_result=on_result,
@@ -187,8 +195,7 @@ def pool_run(items: list[dict[str, str]], cache_dir: str, compile_workers: int |
     for r in results:
         statuses[str(r.get("status"))] = statuses.get(str(r.get("status")), 0) + 1
     return {"wall_s": round(wall, 2), "statuses": statuses, "timed": sum(1 for r in results if r.get("candidate_ms")),
-            "results": [{k: r.get(k) for k in ("task", "candidate", "status", "speedup", "candidate_ms", "worker",
-                                               "precompile", "compile_ms")} for r in results]}
+            "results": [{k: r.get(k) for k in KEPT} for r in results]}
 
 
 def header(device: str) -> dict[str, Any]:
@@ -199,6 +206,93 @@ def header(device: str) -> dict[str, Any]:
     return {"date": dt.date.today().isoformat(), **fingerprint(device),
             "gpus": torch.cuda.device_count() if device == "cuda" else 0, "cpus": os.cpu_count(),
             "command": " ".join([Path(sys.executable).name, *sys.argv])}
+
+
+def add_speedup(report: dict[str, Any]) -> bool:
+    """The pool's rate over the serial evaluator's rate for the same corpus; False when one is missing."""
+    if "warpforge" not in report or "kernelbench_serial" not in report:
+        return False
+    report["speedup_vs_serial"] = round(float(report["warpforge"]["candidates_per_gpu_minute"])
+                                        / float(report["kernelbench_serial"]["corpus_rate_per_gpu_minute"]), 2)
+    return True
+
+
+def combine(files: list[Path], out: Path) -> None:
+    """One report from runs split to fit a time limit: same GPU and corpus, the parts of each."""
+    reports = [json.loads(f.read_text()) for f in files]
+    first = reports[0]
+    for f, r in zip(files, reports):
+        if r["header"].get("gpu") != first["header"].get("gpu") or r["corpus"] != first["corpus"]:
+            raise SystemExit(f"{f}: another GPU or corpus than {files[0]}; only runs on one GPU and corpus combine")
+    merged: dict[str, Any] = {"header": {**first["header"], "combined_from": [r["header"]["command"] for r in reports]},
+                              "corpus": first["corpus"]}
+    for r in reports:
+        merged.update({k: v for k, v in r.items() if k not in ("header", "corpus", "speedup_vs_serial")})
+    add_speedup(merged)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / files[0].name
+    path.write_text(json.dumps(merged, indent=1))
+    print(json.dumps({k: v for k, v in merged.items() if k not in ("warpforge", "kernelbench_serial")}, indent=1))
+    print("saved", path)
+
+
+POOL_LINE = re.compile(r"^(\d+\.\d+) pool \d+/\d+ \d+_(\w+?)_(cuda|triton|pytorch)\.py (\w+)")
+
+
+def summarise(folder: Path) -> dict[str, Any]:
+    """What the saved runs measured, for runs split or cut short by a device's time limit:
+    - per pool log (lines stamped with the epoch second): candidates done, seconds from the first
+      result to the last, the median gap between consecutive results of one task, and the median
+      gap where the task changed (a reference restart, its baselines and torch.compile);
+    - per pool_results.jsonl: the median seconds of each evaluation stage;
+    - per serial report: the mean seconds per candidate of each family.
+    The corpus estimate for warpforge is first-result latency + (n - 1) x the same-task gap +
+    (task runs - 1) x the task-change gap, with n and the task runs of the full corpus."""
+    summary: dict[str, Any] = {"pool_logs": {}, "stages": {}, "serial": {}}
+    for log in sorted(folder.rglob("*.log")):
+        rows = [m.groups() for m in map(POOL_LINE.match, log.read_text().splitlines()) if m]
+        if len(rows) < 2:
+            continue
+        same = [float(b[0]) - float(a[0]) for a, b in zip(rows, rows[1:]) if a[1] == b[1]]
+        change = [float(b[0]) - float(a[0]) for a, b in zip(rows, rows[1:]) if a[1] != b[1]]
+        summary["pool_logs"][str(log.relative_to(folder))] = {
+            "done": len(rows), "families": {f: sum(1 for r in rows if r[2] == f) for f in ("cuda", "triton", "pytorch")},
+            "first_to_last_s": round(float(rows[-1][0]) - float(rows[0][0]), 1),
+            "same_task_gap_s": round(statistics.median(same), 2) if same else None,
+            "task_change_gap_s": round(statistics.median(change), 2) if change else None}
+    for stream in sorted(folder.rglob("pool_results.jsonl")):
+        results = [json.loads(line) for line in stream.read_text().splitlines() if line.strip()]
+        stages = sorted({k for r in results for k in (r.get("stage_seconds") or {})})
+        summary["stages"][str(stream.relative_to(folder))] = {
+            "n": len(results), "first_result_s": results[0]["at_s"] if results else None,
+            "median_s": {k: round(statistics.median(float(r["stage_seconds"][k]) for r in results[1:]
+                                                   if k in (r.get("stage_seconds") or {})), 3)
+                         for k in stages if len(results) > 1}}
+    for report in sorted(folder.rglob("throughput_*.json")):
+        serial = json.loads(report.read_text()).get("kernelbench_serial")
+        if serial:
+            rows = serial["rows"]
+            summary["serial"][str(report.relative_to(folder))] = {
+                "n": len(rows), "corpus_estimate_s": serial["corpus_estimate_s"],
+                "corpus_rate_per_gpu_minute": serial["corpus_rate_per_gpu_minute"],
+                "mean_s": {f: round(statistics.fmean(float(r["seconds"]) for r in rows if r["family"] == f), 2)
+                           for f in ("cuda", "triton", "pytorch") if any(r["family"] == f for r in rows)}}
+    logs = [v for v in summary["pool_logs"].values() if v["same_task_gap_s"] and v["task_change_gap_s"]]
+    firsts = [v["first_result_s"] for v in summary["stages"].values() if v["first_result_s"]]
+    if logs and firsts and summary["serial"]:
+        items = corpus(Path(tempfile.mkdtemp(prefix="wf-corpus-")))
+        runs = 1 + sum(1 for a, b in zip(items, items[1:]) if a["task"] != b["task"])
+        gap = statistics.median(v["same_task_gap_s"] for v in logs)
+        change = statistics.median(v["task_change_gap_s"] for v in logs)
+        estimate = min(firsts) + (len(items) - 1) * gap + (runs - 1) * change
+        serial = next(iter(summary["serial"].values()))
+        summary["estimate"] = {"candidates": len(items), "task_runs": runs, "warpforge_corpus_s": round(estimate),
+                               "warpforge_rate_per_gpu_minute": round(len(items) / (estimate / 60), 2),
+                               "serial_rate_per_gpu_minute": serial["corpus_rate_per_gpu_minute"],
+                               "speedup_vs_serial": round(len(items) / (estimate / 60) / serial["corpus_rate_per_gpu_minute"], 2)}
+    (folder / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(json.dumps(summary, indent=1))
+    return summary
 
 
 def main() -> None:
@@ -213,7 +307,17 @@ def main() -> None:
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a dry run of this script (Triton interpreted)")
     ap.add_argument("--families", default="cuda,triton,pytorch", help="corpus families to run (default: all)")
     ap.add_argument("--limit", type=int, help="run only the first N candidates of each family (a dry run)")
+    ap.add_argument("--summarise", metavar="DIR", help="the rates and stage times of the runs saved under DIR (logs "
+                    "with timestamps, pool_results.jsonl, serial reports), written to DIR/summary.json")
+    ap.add_argument("--combine", nargs="+", metavar="JSON",
+                    help="merge reports of separate runs on one GPU (e.g. --skip-serial, then --skip-pool) into OUT")
     args = ap.parse_args()
+    if args.summarise:
+        summarise(Path(args.summarise))
+        return
+    if args.combine:
+        combine([Path(f) for f in args.combine], Path(args.out))
+        return
     if args.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # the serial evaluator runs Triton in this process
     out = Path(args.out)
@@ -231,7 +335,8 @@ def main() -> None:
         path.write_text(json.dumps(report, indent=1))
 
     if not args.skip_pool:
-        pool = pool_run(items, tempfile.mkdtemp(prefix="wf-cache-"), args.compile_workers, args.workers, args.device)
+        pool = pool_run(items, tempfile.mkdtemp(prefix="wf-cache-"), args.compile_workers, args.workers, args.device,
+                        stream=out / "pool_results.jsonl")
         pool["candidates_per_gpu_minute"] = round(len(items) / (float(pool["wall_s"]) * gpus / 60), 2)
         report["warpforge"] = pool
         save()
@@ -255,9 +360,7 @@ def main() -> None:
         report["kernelbench_serial"]["corpus_estimate_s"] = round(corpus_s, 1)
         report["kernelbench_serial"]["corpus_rate_per_gpu_minute"] = round(len(items) / (corpus_s / 60), 2)
         save()
-    if "warpforge" in report and "kernelbench_serial" in report:
-        report["speedup_vs_serial"] = round(float(report["warpforge"]["candidates_per_gpu_minute"])
-                                            / float(report["kernelbench_serial"]["corpus_rate_per_gpu_minute"]), 2)
+    if add_speedup(report):
         save()
     print(json.dumps({k: v for k, v in report.items() if k not in ("warpforge", "kernelbench_serial")}, indent=1))
     print("saved", path)

@@ -4,6 +4,7 @@ verdicts; a worker killed mid-batch still leaves exactly one result per pair."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 import threading
@@ -221,15 +222,10 @@ def test_worker_keeps_a_judge_per_recent_task_so_interleaved_jobs_reuse_them() -
 
 
 def test_the_throughput_corpus_is_100_distinct_candidates_the_policy_accepts(tmp_path: Path) -> None:
-    import importlib.util
-
     from warpforge.evaluate import needs_build
     from warpforge.evaluate.static import check_source
 
-    spec = importlib.util.spec_from_file_location("throughput", Path(__file__).parents[1] / "benchmarks/throughput.py")
-    assert spec is not None and spec.loader is not None
-    throughput = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(throughput)
+    throughput = _throughput_module()
     items = throughput.corpus(tmp_path)
     sources = [Path(i["candidate"]).read_text() for i in items]
     assert len(set(sources)) == 100
@@ -240,6 +236,42 @@ def test_the_throughput_corpus_is_100_distinct_candidates_the_policy_accepts(tmp
         assert needs_build(source) == (item["family"] == "cuda")
     sample = throughput.stratified(items, 20)
     assert {i["family"] for i in sample} == {"cuda", "triton", "pytorch"} and 15 <= len(sample) <= 22
+
+
+def _throughput_module() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("throughput", Path(__file__).parents[1] / "benchmarks/throughput.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_throughput_summary_reads_gaps_stages_and_serial_rates_from_saved_runs(tmp_path: Path) -> None:
+    throughput = _throughput_module()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "pool.log").write_text(
+        "100.0 pool 1/9 036_relu_triton.py correct 1.0\n108.0 pool 2/9 037_relu_triton.py correct 1.0\n"
+        "118.0 pool 3/9 038_relu_triton.py correct 1.0\nnoise\n140.0 pool 4/9 056_softmax_triton.py correct 0.7\n"
+        "149.0 pool 5/9 057_softmax_triton.py runtime_error None\n")
+    (tmp_path / "a" / "pool_results.jsonl").write_text("\n".join(json.dumps(r) for r in [
+        {"at_s": 40.0, "stage_seconds": {"reference": 30.0, "verify": 9.0}},
+        {"at_s": 48.0, "stage_seconds": {"reference": 4.0, "verify": 3.0}},
+        {"at_s": 56.0, "stage_seconds": {"reference": 2.0, "verify": 5.0}}]) + "\n")
+    rows = [{"family": "cuda", "seconds": 20.0}, {"family": "cuda", "seconds": 22.0}, {"family": "triton", "seconds": 3.0}]
+    (tmp_path / "throughput_x.json").write_text(json.dumps({"kernelbench_serial": {
+        "rows": rows, "corpus_estimate_s": 900.0, "corpus_rate_per_gpu_minute": 6.67}}))
+    summary = throughput.summarise(tmp_path)
+    log = summary["pool_logs"]["a/pool.log"]
+    assert log["done"] == 5 and log["families"]["triton"] == 5 and log["first_to_last_s"] == 49.0
+    assert log["same_task_gap_s"] == 9.0 and log["task_change_gap_s"] == 22.0  # median of 8, 10, 9; the one change
+    stages = summary["stages"]["a/pool_results.jsonl"]
+    assert stages["first_result_s"] == 40.0 and stages["median_s"] == {"reference": 3.0, "verify": 4.0}  # the first left out
+    assert summary["serial"]["throughput_x.json"]["mean_s"] == {"cuda": 21.0, "triton": 3.0}
+    estimate = summary["estimate"]  # 40 + 99 x 9 + 7 x 22 over the 100-candidate corpus in 8 task runs
+    assert (estimate["candidates"], estimate["task_runs"], estimate["warpforge_corpus_s"]) == (100, 8, 40 + 99 * 9 + 7 * 22)
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary
 
 
 def test_ray_compile_jobs_fill_the_same_cache(ray_cluster: Any, build_cache: Path, tmp_path: Path) -> None:
