@@ -96,3 +96,17 @@ def test_fingerprint_detects_a_wrong_timed_output():
     shifted = ref.float().clone()
     shifted[5:] = 0  # most elements wrong, sampled ones may still be right: the norm catches it
     assert compare_fingerprint(fingerprint(shifted, pos), summary, FP32) is not None
+
+
+def test_fast_serialization_turns_the_checksum_off_in_a_fresh_process(tmp_path) -> None:
+    # in a fresh interpreter, as in the evaluator's children: `import torch` alone does not load
+    # the serialization config, and a lookup through attributes silently found nothing
+    import subprocess
+    import sys
+
+    code = ("import torch\nfrom warpforge.evaluate.inputs import fast_serialization\nfast_serialization()\n"
+            "import torch.utils.serialization as s\nprint(s.config.save.compute_crc32)\n"
+            f"torch.save([torch.arange(5.0)], {str(tmp_path / 'x.pt')!r})\n"
+            f"print(torch.load({str(tmp_path / 'x.pt')!r}, weights_only=True, mmap=True)[0].sum().item())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "10.0"]

@@ -68,8 +68,12 @@ def fingerprint(out: torch.Tensor, positions: torch.Tensor) -> dict[str, Any]:
 def fast_serialization() -> None:
     """Skip the zip checksum in this process's torch.save: GPU-sized tensors cross between the
     evaluator's processes as files in tmpfs, and the checksum costs more than the copy. The
-    readers use weights_only (and mmap), which never trusted the checksum for safety anyway."""
-    config = getattr(getattr(getattr(torch, "utils", None), "serialization", None), "config", None)
+    readers use weights_only (and mmap), which never trusted the checksum for safety anyway.
+    `import torch` does not import the config module; without importing it here this did nothing."""
+    try:
+        from torch.utils.serialization import config
+    except ImportError:  # a torch older than the setting (2.5): it keeps its checksum
+        return
     save = getattr(config, "save", None)
     if save is not None and hasattr(save, "compute_crc32"):
         save.compute_crc32 = False
