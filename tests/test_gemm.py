@@ -219,6 +219,42 @@ def test_table_lookup_exact_nearest_and_fallback() -> None:
         tune.build_table(_records(), "GPU Y")
 
 
+def test_cublaslt_choice_names_parse_and_refuse_nonsense() -> None:
+    assert choices.parse_cublaslt("cublaslt:3") == (3, {})
+    assert choices.parse_cublaslt("cublaslt:0/splitk8") == (0, {"split_k": 8})
+    assert choices.parse_cublaslt("cublaslt:2/swz0") == (2, {"cta_swizzling": 0})
+    for bad in ("cublaslt:", "cublaslt:x", "cublaslt:1/splitk", "cublaslt:1/swz2", "cublaslt:1/tile64"):
+        with pytest.raises(UsageError, match="not a cuBLASLt choice"):
+            choices.parse_cublaslt(bad)
+
+
+def test_cublaslt_variants_stay_within_the_algorithms_capabilities() -> None:
+    from types import SimpleNamespace
+
+    both = SimpleNamespace(splitk_support=1, reduction_scheme_mask=0b110, cta_swizzling_support=1)
+    names = choices.variant_names(1, both, {"split_k": 1, "cta_swizzling": 0}, K=2048)
+    # each part keeps >= 256 of K (2048 / 16 = 128 is too few); swizzling flipped from off to on
+    assert names == ["cublaslt:1/splitk2", "cublaslt:1/splitk4", "cublaslt:1/splitk8", "cublaslt:1/swz1"]
+    assert all(choices.parse_cublaslt(n)[0] == 1 for n in names)
+    assert choices.reduction_scheme(both) == 2  # in place is not in this mask: the compute-type workspace
+    assert choices.variant_names(0, both, {"split_k": 4, "cta_swizzling": 1}, K=1024) == \
+        ["cublaslt:0/splitk2", "cublaslt:0/swz0"]  # what it already does is not a variant
+    none = SimpleNamespace(splitk_support=1, reduction_scheme_mask=0, cta_swizzling_support=0)
+    assert choices.variant_names(0, none, {}, K=1 << 14) == []  # split-K without a reduction scheme cannot run
+    assert choices.variant_names(0, SimpleNamespace(), {}, K=1 << 14) == []
+
+
+def test_a_reconfigured_cublaslt_choice_reaches_the_table_with_its_settings() -> None:
+    records = _records()
+    records[1] = {**records[1], "choice": "cublaslt:1/splitk4",
+                  "cublaslt_variants": {"cublaslt:1/splitk4": {"index": 1, "name": "cublaslt:1/splitk4", "split_k": 4}}}
+    table = tune.build_table(records, "GPU X")
+    entry = next(e for e in table["entries"] if e["M"] == 1024)
+    assert entry["choice"] == "cublaslt:1/splitk4" and entry["cublaslt_algorithm"]["split_k"] == 4
+    assert dispatch.Table(table).lookup("float16", "nn", 1024, 1024, 1024) == ("cublaslt:1/splitk4", "measured")
+    assert dispatch.Table(table).lookup("float16", "nn", 1000, 1024, 1024) == ("torch", "default")
+
+
 def test_table_files_give_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="does not exist"):
         dispatch.Table.load(tmp_path / "missing.json")

@@ -58,6 +58,32 @@ def test_cublaslt_algorithms_are_all_correct() -> None:
         assert choices.rel_error(lt.call(i)(a, b), choices.reference(a, b, "nt")) < 1e-3
 
 
+def test_cublaslt_reconfigurations_are_checked_sized_and_correct() -> None:
+    # long K, small M x N: where splitting K pays, if any algorithm of this cuBLASLt allows it
+    shape = GemmShape(64, 256, 16384)
+    a, b = choices.make_inputs(shape, "nn", "cuda", 0)
+    lt = choices.CublasLt.for_problem(a, b, "nn")
+    variants = [n for n in lt.names(len(lt.algorithms)) if "/" in n]
+    assert variants, [str(alg.capabilities) for alg in lt.algorithms]  # the capability names nvmath reports
+    originals = [lt.describe(i) for i in range(len(lt.algorithms))]
+    built = 0
+    for name in variants:
+        try:
+            fn = lt.call(name)
+        except Exception as exc:  # cublasLtMatmulAlgoCheck may refuse a configuration; not a wrong answer
+            assert "NOT_SUPPORTED" in str(exc) or "not supported" in str(exc).lower(), (name, exc)
+            continue
+        built += 1
+        assert choices.rel_error(fn(a, b), choices.reference(a, b, "nn")) < 1e-3, name
+        info = lt.describe(name)
+        _, settings = choices.parse_cublaslt(name)
+        for key, value in settings.items():
+            assert int(info[key]) == value, (name, info)  # the copy carries the change ...
+    assert built, variants
+    assert [lt.describe(i) for i in range(len(lt.algorithms))] == originals  # ... the heuristic's own are as they were
+    assert choices.rel_error(lt.call(0)(a, b), choices.reference(a, b, "nn")) < 1e-3
+
+
 def test_padded_choice_on_unaligned_shape() -> None:
     assert _check(GemmShape(1000, 1000, 1004), "nn", "torch_padded") < 1e-3
     assert _check(GemmShape(64, 50257, 768), "nt", "torch_padded") < 1e-3

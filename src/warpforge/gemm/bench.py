@@ -41,6 +41,7 @@ MODES = ("offline", "server")
 class BenchSettings:
     modes: tuple[str, ...] = ("offline",)
     cublaslt: bool = True
+    lt_variants: int = 2
     compile_shapes: int = 0
     seed: int = 1
     final: dict[str, Any] = field(default_factory=lambda: dict(FINAL))
@@ -101,13 +102,20 @@ def bench_shape(shape: GemmShape, layout: str, device: str, settings: BenchSetti
     if settings.cublaslt and device == "cuda":
         try:
             lt = choices.CublasLt.for_problem(a0, b0, layout)
-            lt_names = [f"cublaslt:{i}" for i in range(len(lt.algorithms))]
-            for n in lt_names:
-                fns[n] = lt.call(int(n.split(":")[1]))
-            lt_names = [n for n in lt_names if sb.verify(n, fns[n]) <= sb.tol]
+            lt_names = lt.names(settings.lt_variants)
         except Exception as exc:
             base["cublaslt_error"] = f"{type(exc).__name__}: {exc}"[:300]
-            lt_names = []
+        refused = {}
+        for n in lt_names:
+            try:
+                fns[n] = lt.call(n)
+                if not sb.verify(n, fns[n]) <= sb.tol:
+                    refused[n] = "wrong result"
+            except Exception as exc:  # a reconfiguration cuBLASLt refuses here is left out, and said
+                refused[n] = f"{type(exc).__name__}: {exc}"[:200]
+        lt_names = [n for n in lt_names if n not in refused]
+        if refused:
+            base["cublaslt_refused"] = refused
     if compile_it:
         bview = (lambda b: b) if layout == "nn" else (lambda b: b.t())
         fns["compile"] = torch.compile(lambda a, b: torch.matmul(a, bview(b)), mode="max-autotune", dynamic=False)

@@ -32,6 +32,8 @@ def add_gemm_parser(sub: Any) -> None:
     t.add_argument("--out", help="folder for tune.jsonl and table.json (default: ~/.cache/warpforge/gemm/<gpu>/)")
     t.add_argument("--families", default="triton,mma", help="our kernel families to try: triton, mma (comma list, or none)")
     t.add_argument("--no-cublaslt", action="store_true", help="skip the cuBLASLt algorithms (no nvmath-python)")
+    t.add_argument("--lt-variants", type=int, default=2, metavar="N",
+                   help="also time the heuristic's first N cuBLASLt algorithms reconfigured (split-K, CTA swizzling); 0: none")
     t.add_argument("--candidate", action="append", default=[], metavar="FILE",
                    help="also try this candidate kernel file (ModelNew.forward(a, b)) on every shape; repeatable")
     t.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu only for trying the tool (Triton interpreted)")
@@ -47,6 +49,8 @@ def add_gemm_parser(sub: Any) -> None:
     b.add_argument("--compile", type=int, default=0, metavar="N",
                    help="also time torch.compile(mode='max-autotune') on N shapes spread over the set (tens of seconds each)")
     b.add_argument("--no-cublaslt", action="store_true")
+    b.add_argument("--lt-variants", type=int, default=2, metavar="N",
+                   help="cuBLASLt autotuning also times the first N algorithms reconfigured (split-K, CTA swizzling); 0: none")
     b.add_argument("--table", help="a table.json to dispatch with (sets WARPFORGE_GEMM_TABLE)")
     b.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
 
@@ -147,7 +151,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     for path in args.candidate:
         if not Path(path).is_file():
             raise UsageError(f"--candidate {path} does not exist")
-    settings = TuneSettings(families=families, cublaslt=not args.no_cublaslt, candidates=tuple(args.candidate))
+    settings = TuneSettings(families=families, cublaslt=not args.no_cublaslt, candidates=tuple(args.candidate),
+                            lt_variants=args.lt_variants)
     if args.quick:
         settings.max_configs = 4
         settings.screen = dict(warmup_ms=1.0, rep_ms=2.0, min_reps=3, max_reps=5)
@@ -216,7 +221,7 @@ def _tune_on_gpus(args: argparse.Namespace) -> int:
     child_args = ["gemm", "tune", "--shapes", args.shapes, "--dtype", args.dtype, "--layout", args.layout,
                   "--families", args.families, "--device", "cuda", "--out", str(out)]
     child_args += ["--sample", str(args.sample)] if args.sample else []
-    child_args += ["--no-cublaslt"] * args.no_cublaslt + ["--quick"] * args.quick
+    child_args += ["--no-cublaslt"] * args.no_cublaslt + ["--quick"] * args.quick + ["--lt-variants", str(args.lt_variants)]
     for path in args.candidate:
         child_args += ["--candidate", str(Path(path).resolve())]
     out.mkdir(parents=True, exist_ok=True)
@@ -255,7 +260,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.table:
         os.environ["WARPFORGE_GEMM_TABLE"] = args.table
     shapes, layout, total = _shapes(args)
-    settings = BenchSettings(modes=modes, cublaslt=not args.no_cublaslt, compile_shapes=args.compile)
+    settings = BenchSettings(modes=modes, cublaslt=not args.no_cublaslt, compile_shapes=args.compile,
+                             lt_variants=args.lt_variants)
     started = time.perf_counter()
     with _progress() as bar:
         task = bar.add_task("bench", total=len(shapes), last="")

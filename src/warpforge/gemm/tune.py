@@ -5,7 +5,8 @@ For one shape (and layout):
 1. fresh normal random operands (two sets) and an fp32 reference (TF32 off) per set;
 2. baselines: torch.matmul in the given layout, the other layout (reported, not dispatchable:
    the caller's layout is what it is), zero-padding to multiples of 8 when K or N is not, and
-   every algorithm cuBLASLt's heuristic returns (nvmath-python);
+   every algorithm cuBLASLt's heuristic returns (nvmath-python), and the heuristic's first
+   `lt_variants` algorithms reconfigured within their capabilities (split-K, CTA swizzling);
 3. our kernels: the pruned configurations of each family (triton_gemm.candidate_configs,
    cuda_mma.configs), each verified on both input sets before it is timed (relative L2 error
    below `choices.tolerance`, edge tiles included whenever the tile does not divide the shape);
@@ -52,6 +53,8 @@ class TuneSettings:
     candidates: tuple[str, ...] = ()
     """candidate kernel files (file:<path> choices) tried on every shape, e.g. an optimisation loop's best"""
     cublaslt: bool = True
+    lt_variants: int = 2
+    """reconfigure the heuristic's first N cuBLASLt algorithms too (split-K, CTA swizzling; 0: none)"""
     finalists: int = 3
     max_configs: int = 24
     seed: int = 0
@@ -188,12 +191,14 @@ def tune_shape(shape: GemmShape, layout: str, device: str, settings: TuneSetting
     if settings.cublaslt and device == "cuda":
         try:
             lt = choices.CublasLt.for_problem(*sb.sets[0], layout)
-            lt_names = [f"cublaslt:{i}" for i in range(len(lt.algorithms))]
+            lt_names = lt.names(settings.lt_variants)
             record["cublaslt_algorithms"] = [lt.describe(i) for i in range(len(lt.algorithms))]
         except Exception as exc:
             record["cublaslt_error"] = f"{type(exc).__name__}: {exc}"[:400]
     for name in lt_names:
         screen(name, "baseline")
+    if any("/" in n for n in lt_names):  # the reconfigurations as built (or refused: see their entries)
+        record["cublaslt_variants"] = {n: lt.describe(n) for n in lt_names if "/" in n}
     for name in our_choices(shape, layout, device, settings):
         screen(name, "ours")
     if "torch" not in screened:
@@ -294,8 +299,10 @@ def build_table(records: list[dict[str, Any]], gpu: str) -> dict[str, Any]:
                                   "torch_ms": r["baselines"]["torch"]["ms"]}
         if r["choice"].startswith("cublaslt:"):
             algos = r.get("cublaslt_algorithms") or []
-            index = int(r["choice"].split(":")[1])
-            if index < len(algos):
+            index, changed = choices.parse_cublaslt(r["choice"])
+            if changed and r["choice"] in (r.get("cublaslt_variants") or {}):
+                entries[record_key(r)]["cublaslt_algorithm"] = r["cublaslt_variants"][r["choice"]]
+            elif index < len(algos):
                 entries[record_key(r)]["cublaslt_algorithm"] = algos[index]
     if not entries:
         raise UsageError(f"no tuning records for GPU {gpu!r}: run `warpforge gemm tune` on it first")
