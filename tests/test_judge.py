@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from warpforge import Candidate, EvalConfig, Judge, load_task
-from warpforge.errors import TaskError
+from warpforge.errors import ConfigError, TaskError
 from warpforge.evaluate import sandbox
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -76,3 +76,33 @@ def test_a_broken_task_raises_a_task_error_and_leaves_nothing() -> None:
             judge.evaluate(candidate("honest_matmul"))
         assert not judge._workers
     assert not sandbox._LIVE_CHILDREN
+
+
+def test_sets_that_do_not_fit_the_memory_budget_are_fewer_and_the_result_says_so() -> None:
+    per_set = (64 * 96 + 96 * 48) * 4 + 64 * 48 * 8  # the fixture's fp32 inputs and its float64 output
+    cfg = EvalConfig(**{**FAST, "trials": 5}, bench=True, unseen_bench_sets=3,  # type: ignore[arg-type]
+                     sets_memory_gb=3.5 * per_set / 2**30)
+    with Judge(load_task(FIXTURES / "tasks" / "matmul.py"), cfg) as judge:
+        honest = judge.evaluate(candidate("honest_matmul"))
+        assert honest.correct and honest.candidate is not None, honest.reason
+        assert honest.trials == 2  # 3 sets fit: 2 checked, 1 timed
+        assert any("input sets reduced to 2 checked + 1 timed" in w for w in honest.warnings), honest.warnings
+        wrong = judge.evaluate(candidate("low_precision_bf16"))
+        assert wrong.status == "incorrect", wrong.reason  # fewer sets still catch a wrong answer
+    roomy = EvalConfig(**FAST, bench=False, sets_memory_gb=1.0)  # type: ignore[arg-type]
+    with Judge(load_task(FIXTURES / "tasks" / "matmul.py"), roomy) as judge:
+        record = judge.evaluate(candidate("honest_matmul"))
+        assert record.trials == 5 and not any("reduced" in w for w in record.warnings)
+
+
+def test_fit_sets_keeps_two_checked_and_one_timed_set_at_least() -> None:
+    from warpforge.evaluate.reference import fit_sets
+
+    assert fit_sets(8, 5, 10, 80) == (8, 5)  # all fit
+    assert fit_sets(8, 5, 10, 60) == (6, 4)  # 6 fit: the timed share kept near 3/8
+    assert fit_sets(8, 5, 10, 30) == (3, 2)
+    assert fit_sets(8, 5, 10, 1) == (3, 2)  # never below 2 checked + 1 timed
+    assert fit_sets(4, 1, 10, 20) == (2, 1)  # one trial asked: one checked
+    assert fit_sets(5, 5, 10, 30) == (3, 3)  # no timing sets (bench off): only checked ones
+    with pytest.raises(ConfigError, match="sets_memory_gb must be positive"):
+        EvalConfig(sets_memory_gb=0)

@@ -46,6 +46,9 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-profile", action="store_true", help="skip recording which kernels ran")
     p.add_argument("--fresh-baselines", action="store_true",
                    help="re-time the eager / torch.compile baselines instead of reusing this machine's cached ones")
+    p.add_argument("--sets-memory-gb", type=float, default=None, metavar="GB",
+                   help="memory the input sets and their float64 outputs may take; a bigger task gets fewer sets, "
+                        "at least 2 checked + 1 timed (default: 30%% of the GPU's memory; no cap on cpu)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,7 +103,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
     config = EvalConfig(
         device=args.device, size=args.size, trials=args.trials, bench=not args.no_bench, mode=args.mode,
         allow_tf32=args.allow_tf32, compile_baseline=args.compile_baseline, profile=not args.no_profile,
-        reuse_baselines=False if args.fresh_baselines else None,
+        reuse_baselines=False if args.fresh_baselines else None, sets_memory_gb=args.sets_memory_gb,
         **({"timeout_s": args.timeout} if args.timeout is not None else {}),
     )
     if config.device == "cuda":

@@ -65,6 +65,12 @@ class EvalConfig:
     """Refuse forbidden APIs before running (static.py). Off only to test the run-time defences."""
     profile: bool = True
     """Record which kinds of kernels ran (custom vs library vs PyTorch) with one profiled call."""
+    sets_memory_gb: float | None = None
+    """Memory the drawn input sets and their float64 reference outputs may take in the reference
+    process. A task too big for `trials` + `unseen_bench_sets` sets within it gets fewer (at least
+    2 checked and 1 timed, or the trials asked when fewer), and its result says so in `warnings`
+    and `trials`. None = 30 % of the GPU's memory on CUDA (the candidate holds the same inputs
+    beside it); no cap on CPU."""
     spare_workers: int | None = None
     """Candidate processes a `Judge` keeps started ahead, so their start-up (torch import, CUDA
     context, profiler: 11-15 s measured on an H100) overlaps earlier candidates; they are paused
@@ -78,6 +84,8 @@ class EvalConfig:
             raise ConfigError(f"mode must be 'offline' or 'server', not {self.mode!r}")
         if self.trials < 1:
             raise ConfigError(f"--trials must be at least 1, not {self.trials}")
+        if self.sets_memory_gb is not None and self.sets_memory_gb <= 0:
+            raise ConfigError(f"sets_memory_gb must be positive, not {self.sets_memory_gb}")
         if self.timeout_s <= 0:
             raise ConfigError(f"--timeout must be positive, not {self.timeout_s}")
         if self.spare_workers is not None and self.spare_workers < 0:

@@ -213,7 +213,7 @@ class Judge:
         spec = {
             "candidate_path": str(candidate_path), "inputs_path": str(workdir / "inputs.pt"), "workdir": str(workdir),
             "device": cfg.device, "init_seed": self._init_seed, "positions": positions,
-            "bench_seed": secrets.randbits(31), "verify_sets": cfg.trials,
+            "bench_seed": secrets.randbits(31), "verify_sets": reference.verify_sets,
             "poison_bytes": int(min(4 * out_bytes + (64 << 20), 2 << 30 if cfg.device == "cuda" else 256 << 20)),
             "bench_args": _bench_args(cfg), "profile": cfg.profile and cfg.bench, "kernel_names": list(kernel_names),
             "env": compile_mod.cache_env(cfg.cache_dir, candidate.source, os.environ.get("TORCH_CUDA_ARCH_LIST", "")),
@@ -304,7 +304,7 @@ class Judge:
         request = {
             "op": "draw", "inputs_path": str(workdir / "inputs.pt"),
             # the trials, then input sets used only by timed calls (never seen during verification)
-            "trial_seeds": seeds,
+            "trial_seeds": seeds, "verify_sets": cfg.trials, "sets_budget_bytes": self._sets_budget(),
             "time_baselines": time_baselines,
         }
 
@@ -335,9 +335,16 @@ class Judge:
         # the first draw carries the reference process's start-up (and the baselines)
         seconds = time.monotonic() - (started if self._draws else self._server_started)
         self._draws += 1
-        return Reference([int(n) for n in data["numels"]], len(seeds), dtypes, tolerances,
+        return Reference([int(n) for n in data["numels"]], int(data.get("sets", len(seeds))), dtypes, tolerances,
                          self._loaded, dict(self._baselines or {}), [*self._baseline_notes, *data.get("notes", [])], seconds,
-                         cfg.trials)
+                         int(data.get("verify_sets", cfg.trials)))
+
+    def _sets_budget(self) -> int | None:
+        """Bytes the reference's input sets and float64 outputs may take (config.sets_memory_gb)."""
+        if self.cfg.sets_memory_gb is not None:
+            return int(self.cfg.sets_memory_gb * 2**30)
+        total = (self._loaded.get("hardware") or {}).get("gpu_memory_gb") if self.cfg.device == "cuda" else None
+        return int(0.3 * float(total) * 2**30) if total else None
 
     def _record_baselines(self, messages: list[dict[str, Any]]) -> None:
         baselines = {m["name"]: Timing.from_dict(m["timing"]) for m in messages if m["type"] == "baseline"}

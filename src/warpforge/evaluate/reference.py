@@ -93,8 +93,19 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
     """One draw: fresh inputs from the request's seeds, their float64 outputs, the baselines if
     asked. Inputs go to the candidate's folder; the outputs (returned) stay in this process."""
     device = spec["device"]
+    seeds, verify_sets, notes = request["trial_seeds"], int(request.get("verify_sets", len(request["trial_seeds"]))), []
     try:
-        trials = _draw_trials(module, metadata, request["trial_seeds"], device)
+        trials = _draw_trials(module, metadata, seeds[:1], device)
+        budget = request.get("sets_budget_bytes")
+        if budget and len(seeds) > 1:
+            per_set = _set_bytes(model, trials[0], device)
+            n, verify_sets = fit_sets(len(seeds), verify_sets, per_set, int(budget))
+            if n < len(seeds):
+                notes.append(f"input sets reduced to {verify_sets} checked + {n - verify_sets} timed: each set and its "
+                             f"float64 outputs take {per_set / 2**30:.2f} GiB, and {len(seeds)} would exceed the "
+                             f"{int(budget) / 2**30:.1f} GiB allowed (sets_memory_gb)")
+                seeds = seeds[:n]
+        trials += _draw_trials(module, metadata, seeds[1:], device, first=1)
     except TaskError as exc:
         channel.send("task_error", message=str(exc))
         return None
@@ -102,7 +113,8 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
         channel.send("task_error", message=f"the task's get_inputs() failed: {type(exc).__name__}: {exc}")
         return None
     try:
-        outputs64, native_dtypes, native_errors, notes = _reference_outputs(model, trials, device)
+        outputs64, native_dtypes, native_errors, output_notes = _reference_outputs(model, trials, device)
+        notes += output_notes
     except Exception as exc:
         channel.send("task_error", message=f"the task's own forward() failed: {type(exc).__name__}: {exc}",
                      trace=traceback.format_exc()[-2000:])
@@ -111,10 +123,12 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
     torch.save({"init_inputs": init_inputs, "trials": cpu_trials, "state_dict": state}, request["inputs_path"])
     del cpu_trials
     channel.send("reference", dtypes=[str(d) for d in native_dtypes], native_errors=native_errors, notes=notes,
-                 numels=[int(o.numel()) for o in outputs64[0]])
+                 numels=[int(o.numel()) for o in outputs64[0]], sets=len(trials), verify_sets=verify_sets)
     if request.get("time_baselines") and sys.stdin.readline().strip() == "time":  # the machine is quiet now
         _time_baselines(channel, model, trials, device, spec, hw)
     del trials
+    if device == "cuda":
+        torch.cuda.empty_cache()  # the inputs are in the file now: their memory goes back for the candidate
     channel.send("drawn")
     return outputs64, native_dtypes
 
@@ -167,10 +181,36 @@ def _init_inputs(module: Any) -> list[Any]:
     return init_inputs
 
 
-def _draw_trials(module: Any, metadata: dict[str, Any], seeds: list[int], device: str) -> list[list[Any]]:
+def fit_sets(total: int, verify: int, per_set: int, budget: int) -> tuple[int, int]:
+    """(sets, checked sets) that fit `budget` bytes at `per_set` each: all `total` when they fit;
+    else as many as fit, but at least 2 checked (or `verify` when fewer were asked) and 1 timed
+    set, split in about the proportion asked."""
+    if per_set * total <= budget:
+        return total, verify
+    unseen = total - verify
+    n = max(budget // max(per_set, 1), min(verify, 2) + min(unseen, 1))
+    if n >= total:
+        return total, verify
+    timed = min(unseen, max(1, round(unseen * n / total)), n - min(verify, 2))
+    return n, n - timed
+
+
+def _set_bytes(model: torch.nn.Module, inputs: list[Any], device: str) -> int:
+    """One input set and its float64 outputs, in bytes (outputs sized from one native forward)."""
+    with torch.no_grad():
+        outs = split_outputs(model(*[_to(x, device) for x in inputs]))
+    out_bytes = sum(o.numel() * (8 if o.is_floating_point() else o.element_size()) for o in outs
+                    if isinstance(o, torch.Tensor))
+    del outs
+    return out_bytes + sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+
+
+def _draw_trials(module: Any, metadata: dict[str, Any], seeds: list[int], device: str,
+                 first: int = 0) -> list[list[Any]]:
+    """Input sets from `seeds`; set i (counting from `first`) takes the i-th input distribution."""
     dists = list(metadata.get("input_dists") or DEFAULT_DISTS)
     trials = []
-    for i, seed in enumerate(seeds):
+    for i, seed in enumerate(seeds, start=first):
         torch.manual_seed(seed)
         random.seed(seed)
         # draw on the evaluation device: GPU-sized inputs take seconds to draw on the CPU
