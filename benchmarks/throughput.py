@@ -16,6 +16,7 @@ relu, gelu, rmsnorm, softmax and layernorm at the tasks' GPU sizes, evaluated
 Writes OUT/throughput_<gpu>_<date>.json. Usage:
   python benchmarks/throughput.py --out OUT [--serial-sample 20] [--ablate 12] [--skip-serial]
   python benchmarks/throughput.py --out OUT --device cpu --families triton,pytorch --limit 6   # a dry run of the script
+  python benchmarks/throughput.py --out OUT --device cpu --executor ray ...   # Ray actors instead of local workers
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ KEPT = ("task", "candidate", "status", "speedup", "candidate_ms", "worker", "pre
 
 
 def pool_run(items: list[dict[str, str]], cache_dir: str, compile_workers: int | None, workers: int | None,
-             device: str = "cuda", stream: Path | None = None) -> dict[str, Any]:
+             device: str = "cuda", stream: Path | None = None, executor: str = "local") -> dict[str, Any]:
     """warpforge's evaluation of the items; with `stream`, each result is appended there (with its
     second since the start) as it arrives, so a run cut off by a time limit keeps what it did."""
     from warpforge.config import EvalConfig
@@ -188,13 +189,13 @@ def pool_run(items: list[dict[str, str]], cache_dir: str, compile_workers: int |
                 f.write(json.dumps({"at_s": round(done[-1] - t0, 3), **{k: result.get(k) for k in KEPT}}) + "\n")
 
     t0 = time.perf_counter()
-    results = evaluate_batch([(i["task"], i["candidate"]) for i in items], config, "local", workers, on_result=on_result,
+    results = evaluate_batch([(i["task"], i["candidate"]) for i in items], config, executor, workers, on_result=on_result,
                              compile_workers=compile_workers)
     wall = time.perf_counter() - t0
     statuses: dict[str, int] = {}
     for r in results:
         statuses[str(r.get("status"))] = statuses.get(str(r.get("status")), 0) + 1
-    return {"wall_s": round(wall, 2), "statuses": statuses, "timed": sum(1 for r in results if r.get("candidate_ms")),
+    return {"executor": executor, "wall_s": round(wall, 2), "statuses": statuses, "timed": sum(1 for r in results if r.get("candidate_ms")),
             "results": [{k: r.get(k) for k in KEPT} for r in results]}
 
 
@@ -303,6 +304,8 @@ def main() -> None:
     ap.add_argument("--skip-pool", action="store_true")
     ap.add_argument("--ablate", type=int, default=0, help="also run this many CUDA candidates through warpforge with no compile pool")
     ap.add_argument("--workers", type=int, help="GPU workers (default: one per GPU)")
+    ap.add_argument("--executor", choices=["local", "ray"], default="local",
+                    help="warpforge's executor: local worker processes, or Ray actors on a local Ray instance")
     ap.add_argument("--compile-workers", type=int, help="CPU compile processes (default: the pool's)")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a dry run of this script (Triton interpreted)")
     ap.add_argument("--families", default="cuda,triton,pytorch", help="corpus families to run (default: all)")
@@ -336,7 +339,7 @@ def main() -> None:
 
     if not args.skip_pool:
         pool = pool_run(items, tempfile.mkdtemp(prefix="wf-cache-"), args.compile_workers, args.workers, args.device,
-                        stream=out / "pool_results.jsonl")
+                        stream=out / "pool_results.jsonl", executor=args.executor)
         pool["candidates_per_gpu_minute"] = round(len(items) / (float(pool["wall_s"]) * gpus / 60), 2)
         report["warpforge"] = pool
         save()
