@@ -238,6 +238,16 @@ def test_the_throughput_corpus_is_100_distinct_candidates_the_policy_accepts(tmp
     assert {i["family"] for i in sample} == {"cuda", "triton", "pytorch"} and 15 <= len(sample) <= 22
 
 
+def test_cpu_workers_share_the_cores_unless_the_user_set_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    slots = local_slots(CONFIG, workers=2)
+    assert [s.env.get("OMP_NUM_THREADS") for s in slots] == ["4", "4"]  # type: ignore[attr-defined]
+    assert local_slots(CONFIG, workers=16)[0].env["MKL_NUM_THREADS"] == "1"  # type: ignore[attr-defined]
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert "OMP_NUM_THREADS" not in local_slots(CONFIG, workers=2)[0].env  # type: ignore[attr-defined]
+
+
 def _throughput_module() -> Any:
     import importlib.util
 
