@@ -17,6 +17,7 @@ Writes OUT/throughput_<gpu>_<date>.json. Usage:
   python benchmarks/throughput.py --out OUT [--serial-sample 20] [--ablate 12] [--skip-serial]
   python benchmarks/throughput.py --out OUT --device cpu --families triton,pytorch --limit 6   # a dry run of the script
   python benchmarks/throughput.py --out OUT --device cpu --executor ray ...   # Ray actors instead of local workers
+  python benchmarks/throughput.py --out OUT --skip-serial --resume   # continue a pool run a time limit stopped
 """
 
 from __future__ import annotations
@@ -209,6 +210,39 @@ def header(device: str) -> dict[str, Any]:
             "command": " ".join([Path(sys.executable).name, *sys.argv])}
 
 
+def earlier_runs(stream: Path) -> list[list[dict[str, Any]]]:
+    """The results a pool_results.jsonl already holds, split into runs (each run's `at_s` starts
+    again from its own start), so a run stopped by a time limit still counts."""
+    runs: list[list[dict[str, Any]]] = []
+    last = float("inf")
+    for line in stream.read_text().splitlines() if stream.exists() else []:
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if float(row["at_s"]) < last:
+            runs.append([])
+        runs[-1].append(row)
+        last = float(row["at_s"])
+    return runs
+
+
+def merge_pool(earlier: list[list[dict[str, Any]]], new: dict[str, Any], gpus: int) -> dict[str, Any]:
+    """One pool measurement over runs continued with --resume, each paying its own start-up: the
+    results of all, the walls summed (an earlier run, stopped or not, counts until its last
+    result), the rate over the sum."""
+    runs = [{"wall_s": max(float(r["at_s"]) for r in run), "n": len(run)} for run in earlier]
+    if new["results"]:
+        runs.append({"wall_s": float(new["wall_s"]), "n": len(new["results"])})
+    results = [r for run in earlier for r in run] + list(new["results"])
+    statuses: dict[str, int] = {}
+    for r in results:
+        statuses[str(r.get("status"))] = statuses.get(str(r.get("status")), 0) + 1
+    wall = round(sum(float(r["wall_s"]) for r in runs), 2)
+    return {"executor": new["executor"], "wall_s": wall, "runs": runs, "statuses": statuses,
+            "timed": sum(1 for r in results if r.get("candidate_ms")), "results": results,
+            "candidates_per_gpu_minute": round(len(results) / (wall * gpus / 60), 2) if wall else None}
+
+
 def add_speedup(report: dict[str, Any]) -> bool:
     """The pool's rate over the serial evaluator's rate for the same corpus; False when one is missing."""
     if "warpforge" not in report or "kernelbench_serial" not in report:
@@ -310,6 +344,8 @@ def main() -> None:
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a dry run of this script (Triton interpreted)")
     ap.add_argument("--families", default="cuda,triton,pytorch", help="corpus families to run (default: all)")
     ap.add_argument("--limit", type=int, help="run only the first N candidates of each family (a dry run)")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue the pool measurement saved in OUT: evaluate only the candidates it lacks, add the walls")
     ap.add_argument("--summarise", metavar="DIR", help="the rates and stage times of the runs saved under DIR (logs "
                     "with timestamps, pool_results.jsonl, serial reports), written to DIR/summary.json")
     ap.add_argument("--combine", nargs="+", metavar="JSON",
@@ -338,10 +374,15 @@ def main() -> None:
         path.write_text(json.dumps(report, indent=1))
 
     if not args.skip_pool:
-        pool = pool_run(items, tempfile.mkdtemp(prefix="wf-cache-"), args.compile_workers, args.workers, args.device,
-                        stream=out / "pool_results.jsonl", executor=args.executor)
-        pool["candidates_per_gpu_minute"] = round(len(items) / (float(pool["wall_s"]) * gpus / 60), 2)
-        report["warpforge"] = pool
+        stream = out / "pool_results.jsonl"
+        if not args.resume and stream.exists():
+            stream.unlink()  # a new measurement, not a continuation
+        earlier = earlier_runs(stream)
+        seen = {Path(str(r["candidate"])).name for run in earlier for r in run}
+        todo = [i for i in items if Path(i["candidate"]).name not in seen]
+        pool = pool_run(todo, tempfile.mkdtemp(prefix="wf-cache-"), args.compile_workers, args.workers, args.device,
+                        stream=stream, executor=args.executor) if todo else {"executor": args.executor, "results": []}
+        report["warpforge"] = merge_pool(earlier, pool, gpus)
         save()
     if args.ablate:
         cuda = [i for i in items if i["family"] == "cuda"][: args.ablate]

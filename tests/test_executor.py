@@ -284,6 +284,26 @@ def test_the_throughput_summary_reads_gaps_stages_and_serial_rates_from_saved_ru
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
 
 
+def test_a_throughput_run_stopped_by_a_time_limit_is_continued_not_repeated(tmp_path: Path) -> None:
+    throughput = _throughput_module()
+    stream = tmp_path / "pool_results.jsonl"
+    rows = [{"at_s": 40.0, "candidate": "/x/000_relu_cuda.py", "status": "correct", "candidate_ms": 1.0},
+            {"at_s": 48.0, "candidate": "/x/001_relu_cuda.py", "status": "correct", "candidate_ms": 1.0},
+            {"at_s": 30.0, "candidate": "/y/002_relu_cuda.py", "status": "incorrect"}]  # a second run: at_s restarts
+    stream.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    earlier = throughput.earlier_runs(stream)
+    assert [len(run) for run in earlier] == [2, 1]
+    new = {"executor": "local", "wall_s": 20.0, "results": [{"candidate": "/z/003_relu_cuda.py", "status": "correct",
+                                                               "candidate_ms": 1.0}]}
+    merged = throughput.merge_pool(earlier, new, gpus=1)
+    assert [r["wall_s"] for r in merged["runs"]] == [48.0, 30.0, 20.0] and merged["wall_s"] == 98.0
+    assert merged["statuses"] == {"correct": 3, "incorrect": 1} and merged["timed"] == 3
+    assert merged["candidates_per_gpu_minute"] == round(4 / (98.0 / 60), 2)
+    nothing_new = throughput.merge_pool(earlier, {"executor": "local", "results": []}, gpus=1)
+    assert nothing_new["wall_s"] == 78.0 and len(nothing_new["results"]) == 3
+    assert throughput.earlier_runs(tmp_path / "missing.jsonl") == []
+
+
 def test_ray_compile_jobs_fill_the_same_cache(ray_cluster: Any, build_cache: Path, tmp_path: Path) -> None:
     from warpforge.executor import Compiler
 
