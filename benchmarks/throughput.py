@@ -31,6 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -193,10 +194,8 @@ def pool_run(items: list[dict[str, str]], cache_dir: str, compile_workers: int |
     results = evaluate_batch([(i["task"], i["candidate"]) for i in items], config, executor, workers, on_result=on_result,
                              compile_workers=compile_workers)
     wall = time.perf_counter() - t0
-    statuses: dict[str, int] = {}
-    for r in results:
-        statuses[str(r.get("status"))] = statuses.get(str(r.get("status")), 0) + 1
-    return {"executor": executor, "wall_s": round(wall, 2), "statuses": statuses, "timed": sum(1 for r in results if r.get("candidate_ms")),
+    return {"executor": executor, "wall_s": round(wall, 2), "statuses": dict(Counter(str(r.get("status")) for r in results)),
+            "timed": sum(1 for r in results if r.get("candidate_ms")),
             "results": [{k: r.get(k) for k in KEPT} for r in results]}
 
 
@@ -234,11 +233,9 @@ def merge_pool(earlier: list[list[dict[str, Any]]], new: dict[str, Any], gpus: i
     if new["results"]:
         runs.append({"wall_s": float(new["wall_s"]), "n": len(new["results"])})
     results = [r for run in earlier for r in run] + list(new["results"])
-    statuses: dict[str, int] = {}
-    for r in results:
-        statuses[str(r.get("status"))] = statuses.get(str(r.get("status")), 0) + 1
     wall = round(sum(float(r["wall_s"]) for r in runs), 2)
-    return {"executor": new["executor"], "wall_s": wall, "runs": runs, "statuses": statuses,
+    return {"executor": new["executor"], "wall_s": wall, "runs": runs,
+            "statuses": dict(Counter(str(r.get("status")) for r in results)),
             "timed": sum(1 for r in results if r.get("candidate_ms")), "results": results,
             "candidates_per_gpu_minute": round(len(results) / (wall * gpus / 60), 2) if wall else None}
 
