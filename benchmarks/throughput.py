@@ -18,6 +18,8 @@ Writes OUT/throughput_<gpu>_<date>.json. Usage:
   python benchmarks/throughput.py --out OUT --device cpu --families triton,pytorch --limit 6   # a dry run of the script
   python benchmarks/throughput.py --out OUT --device cpu --executor ray ...   # Ray actors instead of local workers
   python benchmarks/throughput.py --out OUT --skip-serial --resume   # continue a pool run a time limit stopped
+  python benchmarks/throughput.py --out OUT --skip-serial --sample 36 --workers 1   # then without --workers:
+  python benchmarks/throughput.py --out OUT --scaling ONE/throughput_*.json ALL/throughput_*.json   # 1 -> N GPUs
 """
 
 from __future__ import annotations
@@ -106,8 +108,8 @@ def stratified(items: list[dict[str, str]], n: int) -> list[dict[str, str]]:
         group = [i for i in items if i["family"] == family]
         if not group:
             continue
-        k = max(1, round(n * len(group) / len(items)))
-        out += group[:: max(1, len(group) // k)][:k]
+        k = min(len(group), max(1, round(n * len(group) / len(items))))
+        out += [group[j * len(group) // k] for j in range(k)]  # evenly over the family, so over its tasks
     return out
 
 
@@ -234,7 +236,7 @@ def merge_pool(earlier: list[list[dict[str, Any]]], new: dict[str, Any], gpus: i
         runs.append({"wall_s": float(new["wall_s"]), "n": len(new["results"])})
     results = [r for run in earlier for r in run] + list(new["results"])
     wall = round(sum(float(r["wall_s"]) for r in runs), 2)
-    return {"executor": new["executor"], "wall_s": wall, "runs": runs,
+    return {"executor": new["executor"], "workers": gpus, "wall_s": wall, "runs": runs,
             "statuses": dict(Counter(str(r.get("status")) for r in results)),
             "timed": sum(1 for r in results if r.get("candidate_ms")), "results": results,
             "candidates_per_gpu_minute": round(len(results) / (wall * gpus / 60), 2) if wall else None}
@@ -266,6 +268,32 @@ def combine(files: list[Path], out: Path) -> None:
     path.write_text(json.dumps(merged, indent=1))
     print(json.dumps({k: v for k, v in merged.items() if k not in ("warpforge", "kernelbench_serial")}, indent=1))
     print("saved", path)
+
+
+def scaling(one: Path, many: Path, out: Path) -> dict[str, Any]:
+    """The speed-up from 1 to N GPU workers: two pool runs (`--workers 1`, then N) of the same
+    candidates on one machine. Their walls' ratio is the scaling; the verdicts must agree."""
+    a, b = (json.loads(f.read_text()) for f in (one, many))
+    for f, r in ((one, a), (many, b)):
+        if "warpforge" not in r:
+            raise SystemExit(f"{f}: no pool run in it (was it made with --skip-pool?)")
+    if a["header"].get("gpu") != b["header"].get("gpu"):
+        raise SystemExit(f"{one} and {many} were measured on different GPUs; scaling compares runs on one machine")
+    status = [{Path(str(r["candidate"])).name: r.get("status") for r in x["warpforge"]["results"]} for x in (a, b)]
+    if set(status[0]) != set(status[1]):
+        raise SystemExit(f"{one} and {many} evaluated different candidates; run both with the same --sample/--limit")
+    runs = [{"workers": int(x["warpforge"]["workers"]), "wall_s": float(x["warpforge"]["wall_s"]),
+             "statuses": x["warpforge"]["statuses"], "command": x["header"]["command"]} for x in (a, b)]
+    report = {"header": {k: v for k, v in b["header"].items() if k != "command"}, "candidates": len(status[0]),
+              "runs": runs, "speedup": round(runs[0]["wall_s"] / runs[1]["wall_s"], 2),
+              "efficiency": round(runs[0]["wall_s"] / runs[1]["wall_s"] / (runs[1]["workers"] / runs[0]["workers"]), 2),
+              "verdicts_differ": sorted(n for n in status[0] if status[0][n] != status[1][n])}
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"scaling_{re.sub(r'[^a-z0-9]+', '-', str(b['header'].get('gpu') or 'cpu').lower()).strip('-')}.json"
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    print(json.dumps(report, indent=1))
+    print("saved", path)
+    return report
 
 
 POOL_LINE = re.compile(r"^(\d+\.\d+) pool \d+/\d+ \d+_(\w+?)_(cuda|triton|pytorch)\.py (\w+)")
@@ -341,15 +369,22 @@ def main() -> None:
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a dry run of this script (Triton interpreted)")
     ap.add_argument("--families", default="cuda,triton,pytorch", help="corpus families to run (default: all)")
     ap.add_argument("--limit", type=int, help="run only the first N candidates of each family (a dry run)")
+    ap.add_argument("--sample", type=int, help="run a sample of N candidates, spread over the families and tasks in "
+                    "the corpus's proportions (e.g. a scaling measurement that fits a time limit)")
     ap.add_argument("--resume", action="store_true",
                     help="continue the pool measurement saved in OUT: evaluate only the candidates it lacks, add the walls")
     ap.add_argument("--summarise", metavar="DIR", help="the rates and stage times of the runs saved under DIR (logs "
                     "with timestamps, pool_results.jsonl, serial reports), written to DIR/summary.json")
+    ap.add_argument("--scaling", nargs=2, metavar=("ONE", "MANY"),
+                    help="the 1 -> N GPU speed-up from two reports of the same candidates, with --workers 1 and N")
     ap.add_argument("--combine", nargs="+", metavar="JSON",
                     help="merge reports of separate runs on one GPU (e.g. --skip-serial, then --skip-pool) into OUT")
     args = ap.parse_args()
     if args.summarise:
         summarise(Path(args.summarise))
+        return
+    if args.scaling:
+        scaling(Path(args.scaling[0]), Path(args.scaling[1]), Path(args.out))
         return
     if args.combine:
         combine([Path(f) for f in args.combine], Path(args.out))
@@ -362,9 +397,12 @@ def main() -> None:
     items = [i for i in corpus(out / "corpus") if i["family"] in families]
     if args.limit:
         items = [i for f in families for i in [j for j in items if j["family"] == f][: args.limit]]
+    if args.sample:
+        items = stratified(items, args.sample)
     report: dict[str, Any] = {"header": header(args.device),
                                  "corpus": {f: sum(1 for i in items if i["family"] == f) for f in families}}
-    gpus = (args.workers or int(report["header"]["gpus"]) or 1) if args.device == "cuda" else 1
+    # workers: one per GPU by default; a dry run on the CPU counts a worker as a GPU
+    gpus = args.workers or (int(report["header"]["gpus"]) or 1 if args.device == "cuda" else 1)
     path = out / f"throughput_{re.sub(r'[^a-z0-9]+', '-', str(report['header'].get('gpu') or 'cpu').lower()).strip('-')}_{report['header']['date']}.json"
 
     def save() -> None:
