@@ -7,7 +7,7 @@ A *choice* is a string the tuner times, the dispatcher table stores and the benc
 | `torch` | `torch.matmul` in the layout the caller gave (cuBLAS) |
 | `torch_padded` | K and N zero-padded to multiples of 8 per call, then `torch.matmul`, then the N columns copied out: cuBLAS's fast kernels need 16-byte rows |
 | `cublaslt:<i>` | the i-th algorithm cuBLASLt's heuristic returns for this problem, through nvmath-python |
-| `cublaslt:<i>/splitk<k>`, `cublaslt:<i>/swz<0\|1>` | that algorithm reconfigured within its capabilities: split-K into k parts (with a reduction scheme it supports), or CTA swizzling set; checked by `cublasLtMatmulAlgoCheck`, which also sizes its workspace |
+| `cublaslt:<i>/splitk<k>`, `cublaslt:<i>/swz0`, `…/swz1` | that algorithm reconfigured within its capabilities: split-K into k parts (with a reduction scheme it supports), or CTA swizzling set; checked by `cublasLtMatmulAlgoCheck`, which also sizes its workspace |
 | `triton_<family>:<params>` | one of our Triton kernels (triton_gemm.py) |
 | `mma_<params>` | our CUDA C++ mma.sync kernel (cuda_mma.py), compiled with NVRTC |
 | `file:<path>` | a candidate file (`class ModelNew`, forward(a, b)) — e.g. the best kernel of `warpforge optimize` on a task from `warpforge gemm task` |
