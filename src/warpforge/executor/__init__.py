@@ -8,7 +8,9 @@ CUDA error. On CUDA there is one worker per GPU (pinned with CUDA_VISIBLE_DEVICE
 `num_gpus=1`), so each GPU times one candidate at a time; on the CPU, a few workers.
 
 The driver (`EvalPool`) keeps one thread per worker pulling jobs from one queue; `submit`
-returns a Future. When a worker dies mid-job (killed, out of memory, a lost Ray node), it is
+returns a Future. The queue is task-affine (`TaskQueue`): a worker takes a job of a task it has
+warm first, then one of a task no worker has, then the oldest, because starting a task's Judge
+(its reference process, baselines and torch.compile) costs more than several evaluations. When a worker dies mid-job (killed, out of memory, a lost Ray node), it is
 restarted and the job goes back on the queue, up to `retries` times; a job's Future is set
 once, so every job gets exactly one result. Only the driver writes results (and archives).
 """
@@ -16,9 +18,9 @@ once, so every job gets exactly one result. Only the driver writes results (and 
 from __future__ import annotations
 
 import os
-import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, as_completed
 from concurrent.futures import wait as wait_futures
@@ -31,10 +33,74 @@ from warpforge.executor.compile_pool import Compiler, default_compile_workers, n
 from warpforge.executor.workers import (EvalWorker, Job, LocalSlot, RaySlot, Slot, WorkerLost, config_from_dict,
                                         local_slots, ray_slots)
 
-__all__ = ["EXECUTORS", "Compiler", "EvalPool", "EvalWorker", "Job", "LocalSlot", "RaySlot", "Slot", "WorkerLost",
+__all__ = ["EXECUTORS", "Compiler", "EvalPool", "EvalWorker", "Job", "LocalSlot", "RaySlot", "Slot", "TaskQueue", "WorkerLost",
            "config_from_dict", "default_compile_workers", "evaluate_batch", "local_slots", "ray_slots", "run_jobs"]
 
 EXECUTORS = ("local", "ray")
+
+
+Item = tuple[Job, int, "Future[dict[str, Any]]"]  # a job, its attempt, its result
+
+
+class TaskQueue:
+    """The pool's job queue, task-affine. `get(worker)` returns, in this order of preference,
+    the oldest job of a task that worker ran recently (its Judge is still up), the oldest job of
+    a task no worker has warm, or the oldest job; so N workers split the tasks among them instead
+    of each starting every task. A job passed over `patience` times is taken next, so a stream of
+    one task's jobs cannot starve another's. `close(n)` ends `n` getters once the jobs are gone."""
+
+    def __init__(self, warm: int = 4, patience: int = 64) -> None:
+        self.warm, self.patience = warm, patience
+        self._items: list[Item] = []
+        self._skipped = 0  # how often the oldest job was passed over
+        self._warm: dict[str, OrderedDict[str, None]] = {}  # worker -> its recent tasks, most recent last
+        self._stops = 0
+        self._cond = threading.Condition()
+
+    def put(self, item: Item) -> None:
+        with self._cond:
+            self._items.append(item)
+            self._cond.notify()
+
+    def close(self, getters: int) -> None:
+        with self._cond:
+            self._stops += getters
+            self._cond.notify_all()
+
+    def forget(self, worker: str) -> None:
+        """The worker restarted: none of its tasks is warm any more."""
+        with self._cond:
+            self._warm.pop(worker, None)
+
+    def get(self, worker: str) -> Item | None:
+        with self._cond:
+            while not self._items and not self._stops:
+                self._cond.wait()
+            if not self._items:
+                self._stops -= 1
+                return None
+            i = self._pick(worker)
+            self._skipped = self._skipped + 1 if i else 0
+            item = self._items.pop(i)
+            mine = self._warm.setdefault(worker, OrderedDict())
+            mine[item[0].task] = None
+            mine.move_to_end(item[0].task)
+            while len(mine) > self.warm:
+                mine.popitem(last=False)
+            return item
+
+    def _pick(self, worker: str) -> int:
+        if self._skipped >= self.patience:
+            return 0
+        mine = self._warm.get(worker, {})
+        for i, (job, _, _) in enumerate(self._items):
+            if job.task in mine:
+                return i
+        others = {t for w, tasks in self._warm.items() if w != worker for t in tasks}
+        for i, (job, _, _) in enumerate(self._items):
+            if job.task not in others:
+                return i
+        return 0
 
 
 def run_jobs(jobs: Sequence[Job], slots: Sequence[Slot], on_result: Callable[[Job, dict[str, Any]], None] | None = None,
@@ -95,7 +161,7 @@ class EvalPool:
         self._compiling: set[Future[dict[str, Any]]] = set()
         self._precompiled: dict[Future[dict[str, Any]], dict[str, Any]] = {}  # job future -> its compile job
         self._lock = threading.Lock()
-        self._queue: queue.Queue[tuple[Job, int, Future[dict[str, Any]]] | None] = queue.Queue()
+        self._queue = TaskQueue()
         self._threads = [threading.Thread(target=self._serve, args=(s,), name=f"executor-{s.name}", daemon=True)
                          for s in slots]
         for t in self._threads:
@@ -103,7 +169,7 @@ class EvalPool:
 
     def _serve(self, slot: Slot) -> None:
         while True:
-            item = self._queue.get()
+            item = self._queue.get(slot.name)
             if item is None:
                 return
             job, attempt, future = item
@@ -111,6 +177,7 @@ class EvalPool:
                 result = slot.run(job)
             except WorkerLost as exc:
                 slot.restart()
+                self._queue.forget(slot.name)
                 if attempt < self.retries:
                     self._queue.put((job, attempt + 1, future))
                     continue
@@ -176,8 +243,7 @@ class EvalPool:
                 break
             wait_futures(pending)
             time.sleep(0.01)  # the done-callbacks queue their jobs, then leave the set
-        for _ in self._threads:
-            self._queue.put(None)
+        self._queue.close(len(self._threads))
         for t in self._threads:
             t.join()
         self._threads = []
