@@ -181,6 +181,33 @@ def test_sweep_appends_as_it_goes_and_resumes(tmp_path: Path) -> None:
     assert keys == {(16, 32, 32, "float16", "nn"), (16, 40, 24, "float16", "nn")}
 
 
+def test_a_shape_that_runs_out_of_memory_is_recorded_and_the_sweep_goes_on(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    shapes = [GemmShape(8192, 128256, 4096), GemmShape(16, 32, 32)]
+    path = tmp_path / "tune.jsonl"
+    released: list[dict[Any, Any]] = []
+
+    def tune_shape(shape: GemmShape, *args: Any) -> dict[str, Any]:
+        choices.CublasLt._plans[("plan of", shape.N)] = object()  # type: ignore[index,assignment]
+        if shape.N == 128256:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1002.00 MiB.")
+        return {"M": shape.M, "N": shape.N, "K": shape.K, "dtype": shape.dtype, "layout": "nn", "gpu": "cpu",
+                "choice": "torch", "choice_ms": 1.0, "baselines": {"torch": {"ms": 1.0}}}
+
+    monkeypatch.setattr(tune, "tune_shape", tune_shape)
+    monkeypatch.setattr(tune, "release_memory", lambda device: released.append(dict(choices.CublasLt._plans))
+                        or choices.CublasLt.forget_all())
+    got = list(tune.sweep(shapes, "nn", "cpu", path, _settings()))
+    assert "OutOfMemoryError" in got[0][1]["error"] and got[1][1]["choice"] == "torch"  # type: ignore[index]
+    assert [len(r) for r in released] == [1, 1] and not choices.CublasLt._plans  # each shape's plans dropped
+    assert [tune.record_key(e) for e in tune.build_table(jsonl.read(path), "cpu")["entries"]] == [(16, 32, 32, "float16", "nn")]
+    fits_now = {"M": 8192, "N": 128256, "K": 4096, "dtype": "float16", "layout": "nn", "gpu": "cpu", "choice": "torch",
+                "choice_ms": 1.0, "baselines": {"torch": {"ms": 1.0}}}
+    monkeypatch.setattr(tune, "tune_shape", lambda *a: fits_now)
+    again = [rec for _, rec in tune.sweep(shapes, "nn", "cpu", path, _settings())]
+    assert again == [fits_now, None]  # the failed shape is tried again, the tuned one kept
+
+
 def test_sample_spreads_over_flops() -> None:
     from warpforge.gemm.shapes import shape_set
 

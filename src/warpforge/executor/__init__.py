@@ -62,6 +62,11 @@ class TaskQueue:
             self._items.append(item)
             self._cond.notify()
 
+    def held(self) -> threading.Condition:
+        """`with queue.held():` puts a batch in before any worker takes from it, so the workers
+        see all of its tasks at once and split them (jobs put one at a time all go to the first task)."""
+        return self._cond
+
     def close(self, getters: int) -> None:
         with self._cond:
             self._stops += getters
@@ -228,7 +233,8 @@ class EvalPool:
 
     def map(self, jobs: Sequence[Job], on_result: Callable[[Job, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
         """Run `jobs`; results in job order; `on_result` as each one arrives (in this thread)."""
-        futures = {self.submit(job): job for job in jobs}
+        with self._queue.held():
+            futures = {self.submit(job): job for job in jobs}
         for future in as_completed(futures):
             if on_result is not None:
                 on_result(futures[future], future.result())

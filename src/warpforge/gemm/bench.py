@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ import torch
 from warpforge.evaluate.hardware import fingerprint
 from warpforge.gemm import choices, dispatch
 from warpforge.gemm.shapes import GemmShape
-from warpforge.gemm.tune import FINAL, SCREEN, ShapeBench, device_name, gpu_slug
+from warpforge.gemm.tune import FINAL, SCREEN, ShapeBench, device_name, gpu_slug, release_memory
 
 MODES = ("offline", "server")
 
@@ -201,7 +202,17 @@ def bench(shapes: list[GemmShape], set_name: str, layout: str, device: str, out_
             if on_shape:
                 on_shape(shape, None)
             continue
-        rows = bench_shape(shape, layout, device, settings, i in compile_at, rng)
+        try:
+            rows = bench_shape(shape, layout, device, settings, i in compile_at, rng)
+        except RuntimeError as exc:  # out of GPU memory on this shape: said, left out, tried again on a re-run
+            print(f"warpforge gemm bench: {shape.M}x{shape.N}x{shape.K} failed and is left out "
+                  f"({type(exc).__name__}: {str(exc)[:200]})", file=sys.stderr)
+            if on_shape:
+                on_shape(shape, None)
+            continue
+        finally:
+            dispatch.forget_kernels()  # this shape's kernels, plans and operands
+            release_memory(device)
         for mode, row in rows.items():
             docs[mode]["shapes"].append(row)
             docs[mode]["sweep"] = {"planned": planned, "measured": len(docs[mode]["shapes"]),

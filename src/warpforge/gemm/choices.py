@@ -33,6 +33,7 @@ LAYOUTS = ("nn", "nt")
 LT_LIMIT = 32  # algorithms asked of cuBLASLt's heuristic (cuBLAS 13.1 returned at most 8, research note §0.1)
 LT_SPLIT_K = (2, 4, 8, 16)  # split-K variants tried, each part keeping at least LT_MIN_K_PER_SPLIT of K
 LT_MIN_K_PER_SPLIT = 256
+LT_MAX_WORKSPACE = 256 << 20  # bytes; a reconfiguration that needs more (split-K's partial sums on a large M x N) is refused
 LT_REDUCTION_ORDER = (1, 2, 4)  # cublasLtReductionScheme_t bits: in place, then a compute-type, then an output-type workspace
 
 GemmFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -174,6 +175,12 @@ class CublasLt:
         self._variants: dict[str, tuple[Any, Any]] = {}  # name -> (its own Matmul plan, its Algorithm)
 
     @classmethod
+    def forget_all(cls) -> None:
+        """Drop every cached plan, and with it (once nothing else holds them) the operands, outputs
+        and workspaces it keeps: a sweep over many shapes holds only the current shape's plans."""
+        cls._plans.clear()
+
+    @classmethod
     def for_problem(cls, a: torch.Tensor, b: torch.Tensor, layout: str) -> CublasLt:
         key = (tuple(a.shape), tuple(b.shape), tuple(a.stride()), tuple(b.stride()), a.dtype, layout, a.device)
         if key not in cls._plans:
@@ -240,6 +247,9 @@ class CublasLt:
             mm = self.mm  # raises (CUBLAS_STATUS_NOT_SUPPORTED) when this configuration cannot run here
             lt.matmul_algo_check(mm.handle, mm.mm_desc, mm.a_layout_ptr, mm.b_layout_ptr, mm.c_layout_ptr,
                                  mm.d_layout_ptr, alg.algorithm.ptr, checked.ptr)
+            if checked.workspace_size > LT_MAX_WORKSPACE:
+                raise UsageError(f"{name}: needs {checked.workspace_size / 2**30:.2f} GiB of workspace on this problem, "
+                                 f"more than the {LT_MAX_WORKSPACE >> 20} MiB allowed")
             alg.algorithm.workspace_size = checked.workspace_size
             own = Matmul(self._example[0], _b_view(self._example[1], self.layout))
             own.plan(algorithms=[alg])

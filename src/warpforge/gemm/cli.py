@@ -159,11 +159,14 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         settings.final = dict(warmup_ms=1.0, rep_ms=5.0, min_reps=5, max_reps=10)
     print(f"tuning {len(shapes)} of {total} {args.shapes} shapes ({layout}, {args.dtype}) on {gpu}; "
           f"records -> {records} (re-running resumes)", file=sys.stderr)
-    wins = 0
+    wins, failed = 0, 0
     with _progress() as bar:
         task = bar.add_task("tune", total=len(shapes), last="")
         for shape, rec in sweep(shapes, layout, args.device, records, settings):
-            if rec is not None:
+            if rec is not None and "error" in rec:
+                failed += 1
+                last = f"{shape.M}x{shape.N}x{shape.K}: failed ({rec['error'][:60]})"
+            elif rec is not None:
                 wins += rec["choice"] != "torch"
                 ratio = rec["baselines"]["torch"]["ms"] / rec["choice_ms"]
                 last = f"{shape.M}x{shape.N}x{shape.K}: {rec['choice']} {ratio:.2f}x"
@@ -175,6 +178,9 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     dispatch.reset()
     print(f"{wins} newly tuned shapes beat torch.matmul; table with {len(table['entries'])} shapes -> {out / 'table.json'}",
           file=sys.stderr)
+    if failed:
+        print(f"{failed} shapes failed (their records in {records} say why, e.g. out of GPU memory); they are left to "
+              "torch.matmul, and re-running the same command tries them again", file=sys.stderr)
     return 0
 
 

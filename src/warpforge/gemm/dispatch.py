@@ -116,6 +116,14 @@ def _find_table(gpu: str) -> Table | None:
     return None
 
 
+def forget_kernels() -> None:
+    """Forget the resolved kernels (and the cuBLASLt plans and operands they hold), keeping the
+    tables: a benchmark over many shapes releases each shape's memory before the next."""
+    with _lock:
+        _fns.clear()
+    choices.CublasLt.forget_all()
+
+
 def reset() -> None:
     """Forget loaded tables and resolved kernels (after a new table was written)."""
     with _lock:

@@ -25,6 +25,7 @@ dispatcher's table.
 
 from __future__ import annotations
 
+import gc
 import math
 import random
 import time
@@ -278,14 +279,31 @@ def sweep(shapes: Iterable[GemmShape], layout: str, device: str, records_path: P
           settings: TuneSettings) -> Iterator[tuple[GemmShape, dict[str, Any] | None]]:
     """Tune each shape not yet recorded in `records_path`'s folder (by any shard); yields
     (shape, record or None when skipped)."""
-    done = {record_key(r) for r in read_folder(records_path.parent)}
+    done = {record_key(r) for r in read_folder(records_path.parent) if "choice" in r}  # a failed shape is tried again
     for shape in shapes:
         if (shape.M, shape.N, shape.K, shape.dtype, layout) in done:
             yield shape, None
             continue
-        record = tune_shape(shape, layout, device, settings)
+        try:
+            record = tune_shape(shape, layout, device, settings)
+        except RuntimeError as exc:  # out of GPU memory, or torch.matmul itself failing: this shape, not the sweep
+            record = {"M": shape.M, "N": shape.N, "K": shape.K, "dtype": shape.dtype, "layout": layout,
+                      "source": shape.source, "gpu": device_name(device), "error": f"{type(exc).__name__}: {exc}"[:600],
+                      "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        finally:
+            release_memory(device)
         jsonl.append(records_path, [record])
         yield shape, record
+
+
+def release_memory(device: str) -> None:
+    """Give back what one shape's measurement held: the cached cuBLASLt plans (with the operands,
+    outputs and workspaces they keep) and the CUDA allocator's free blocks. Without it a sweep's
+    memory grows with every large shape (an H200 ran out at 137 GiB on the llm set)."""
+    choices.CublasLt.forget_all()
+    gc.collect()
+    if device == "cuda" and torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def build_table(records: list[dict[str, Any]], gpu: str) -> dict[str, Any]:
