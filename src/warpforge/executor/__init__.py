@@ -87,7 +87,7 @@ class TaskQueue:
             i = self._pick(worker)
             self._skipped = self._skipped + 1 if i else 0
             item = self._items.pop(i)
-            mine = self._warm.setdefault(worker, OrderedDict())
+            mine: OrderedDict[str, None] = self._warm.setdefault(worker, OrderedDict())
             mine[item[0].task] = None
             mine.move_to_end(item[0].task)
             while len(mine) > self.warm:
