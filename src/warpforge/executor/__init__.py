@@ -97,7 +97,7 @@ class TaskQueue:
     def _pick(self, worker: str) -> int:
         if self._skipped >= self.patience:
             return 0
-        mine = self._warm.get(worker, {})
+        mine = self._warm.get(worker) or OrderedDict()
         for i, (job, _, _) in enumerate(self._items):
             if job.task in mine:
                 return i
