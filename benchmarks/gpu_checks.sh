@@ -27,10 +27,12 @@ timeout 150 python3 benchmarks/throughput.py --out "$OUT/stages" --skip-serial -
   > "$OUT/stages.log" 2>&1
 rm -rf "$OUT/stages/corpus"
 python3 benchmarks/throughput.py --out "$OUT/x" --summarise "$OUT/stages" | python3 -c \
-  'import json,sys; print(json.dumps(json.load(sys.stdin)["stages"], indent=1))'
+  'import json,sys; print(json.dumps(json.load(sys.stdin)["stages"], indent=1))' | tee "$OUT/stages_summary.json"
 step "masked_scaled_softmax with the input sets capped"
 bash benchmarks/campaign/run.sh "$OUT/campaign" level2_masked_scaled_softmax
 step "gemm tune + bench on long-K shapes"
 timeout 200 python3 -m warpforge.cli gemm tune --shapes benchmarks/gemm_longk_sample.csv --layout nn --out "$OUT/tune" 2>&1 | tail -4
 timeout 120 python3 -m warpforge.cli gemm bench --shapes benchmarks/gemm_longk_sample.csv --layout nn \
   --table "$OUT/tune/table.json" --out "$OUT" 2>&1 | tail -4
+# a device call returns at most 8 files, 2 folders down: everything else travels in one archive
+tar czf "$OUT/all.tgz" -C "$OUT" --exclude all.tgz --exclude x . && rm -rf "$OUT/stages" "$OUT/tune" "$OUT/campaign" "$OUT/x"
