@@ -10,9 +10,10 @@ CUDA error. On CUDA there is one worker per GPU (pinned with CUDA_VISIBLE_DEVICE
 The driver (`EvalPool`) keeps one thread per worker pulling jobs from one queue; `submit`
 returns a Future. The queue is task-affine (`TaskQueue`): a worker takes a job of a task it has
 warm first, then one of a task no worker has, then the oldest, because starting a task's Judge
-(its reference process, baselines and torch.compile) costs more than several evaluations. When a worker dies mid-job (killed, out of memory, a lost Ray node), it is
-restarted and the job goes back on the queue, up to `retries` times; a job's Future is set
-once, so every job gets exactly one result. Only the driver writes results (and archives).
+(its reference process, baselines and torch.compile) costs more than several evaluations.
+When a worker dies mid-job (killed, out of memory, a lost Ray node), it is restarted and the
+job goes back on the queue, up to `retries` times; a job's Future is set once, so every job
+gets exactly one result. Only the driver writes results (and archives).
 """
 
 from __future__ import annotations
