@@ -2,6 +2,8 @@
 # The GEMM track on a GPU machine, in one go: GPU tests, tuning, benchmark, all written under OUT.
 #   bash benchmarks/gemm_gpu.sh OUT SET SAMPLE [MODES] [COMPILE_N]
 # e.g. bash benchmarks/gemm_gpu.sh /tmp/out cudal2 120 offline,server 8
+# RECORDS=FILE.jsonl continues from committed tuning records (those shapes are not tuned again), e.g.
+#   RECORDS=benchmarks/results/gemm_h200_llm_tune_2026-11-23.jsonl bash benchmarks/gemm_gpu.sh OUT llm 32 offline 0
 # nvmath-python (cuBLASLt baselines) is installed from wheels in .whl/ when present (an offline
 # machine); otherwise it must be importable already (pip install 'warpforge[gemm]').
 set -uo pipefail
@@ -12,7 +14,8 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONPATH=$PWD/src:${PYTHONPATH:-} PYTHONUNBUFFERED=1
-mkdir -p "$OUT"
+mkdir -p "$OUT/tune"
+if [ -n "${RECORDS:-}" ]; then cp "$RECORDS" "$OUT/tune/tune.jsonl" || exit 1; fi
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
 python3 -m warpforge.cli gemm tune --shapes "$SET" --sample "$SAMPLE" --out "$OUT/tune" 2>&1 | tail -5
 python3 -m warpforge.cli gemm bench --shapes "$SET" --sample "$SAMPLE" --table "$OUT/tune/table.json" \
