@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from warpforge.errors import TaskError, UsageError
+from warpforge import pysource
 
 SUITE_DIR = Path(__file__).parent / "tasks"
 
@@ -90,7 +91,7 @@ def load_task(name_or_path: str | Path) -> Task:
     except (OSError, UnicodeDecodeError) as exc:
         raise TaskError(f"cannot read task {path}: {exc}") from None
     try:
-        tree = ast.parse(source, filename=str(path))
+        tree = pysource.parse(source, filename=str(path))
     except SyntaxError as exc:
         raise TaskError(f"task {path} has a syntax error at line {exc.lineno}: {exc.msg}") from None
     defined = _top_level_names(tree)

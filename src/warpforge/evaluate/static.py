@@ -13,6 +13,8 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from warpforge import pysource
+
 # An allow-list: a candidate may import only what kernels are written with. Anything else
 # (io, runpy, sys, time, ...) is refused, which is what stops obfuscated file reads, process
 # tricks and harness introspection; FORBIDDEN_IMPORTS below gives the reason for common ones.
@@ -91,7 +93,7 @@ class StaticReport:
 def check_source(source: str, allow_tf32: bool = False) -> StaticReport:
     """Parse and vet a candidate; never executes it."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError as exc:
         return StaticReport(syntax_error=f"line {exc.lineno}: {exc.msg}")
     strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]

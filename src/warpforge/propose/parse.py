@@ -12,6 +12,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from warpforge import pysource
+
 TRUNCATING_FINISH = ("length", "max_tokens")
 """finish_reason values that mean the model hit its token limit (OpenAI, Anthropic)."""
 
@@ -183,7 +185,7 @@ def _check_program(source: str) -> str:
     error = _syntax_error(source)
     if error is not None:
         return error
-    tree = ast.parse(source)
+    tree = pysource.parse(source)
     if not _defines_model_new(tree.body):
         return "the code does not define class ModelNew at module level"
     return ""
@@ -191,7 +193,7 @@ def _check_program(source: str) -> str:
 
 def _syntax_error(source: str) -> str | None:
     try:
-        ast.parse(source)
+        pysource.parse(source)
     except SyntaxError as exc:
         line = (exc.text or "").strip()
         where = f" on line {exc.lineno}" if exc.lineno else ""
