@@ -15,7 +15,8 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH=$PWD/src:${PYTHONPATH:-} PYTHONUNBUFFERED=1
 mkdir -p "$OUT/tune"
-if [ -n "${RECORDS:-}" ]; then cp "$RECORDS" "$OUT/tune/tune.jsonl" || exit 1; fi
+# (a file of its own: the sweep reads every tune*.jsonl of the folder and appends only to tune.jsonl)
+if [ -n "${RECORDS:-}" ]; then cp "$RECORDS" "$OUT/tune/tune.committed.jsonl" || exit 1; fi
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
 python3 -m warpforge.cli gemm tune --shapes "$SET" --sample "$SAMPLE" --out "$OUT/tune" 2>&1 | tail -5
 python3 -m warpforge.cli gemm bench --shapes "$SET" --sample "$SAMPLE" --table "$OUT/tune/table.json" \

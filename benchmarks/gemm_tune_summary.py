@@ -18,7 +18,7 @@ def family(name: str) -> str:
 
 
 def summarize(path: str) -> None:
-    records = jsonl.read(path)
+    records = [r for r in jsonl.read(path) if "choice" in r]  # a shape that failed has only its error
     statuses: Counter[str] = Counter()
     best: dict[str, list[float]] = defaultdict(list)
     for r in records:

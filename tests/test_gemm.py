@@ -305,6 +305,34 @@ def test_dispatcher_falls_back_to_torch_off_the_gpu() -> None:
         assert torch.equal(torch.ops.warpforge.matmul(a, b), a @ b)
 
 
+def test_a_choice_that_cannot_be_built_here_runs_as_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = torch.randn(5, 7), torch.randn(7, 3)
+    monkeypatch.setattr(dispatch, "choose", lambda a, b: ("file:/gone/kernel.py", "table"))
+
+    def refuse(*args: Any) -> Any:
+        raise UsageError("--candidate /gone/kernel.py does not exist")
+
+    monkeypatch.setattr(choices, "make_choice", refuse)
+    dispatch.forget_kernels()
+    try:
+        assert torch.allclose(dispatch.matmul(a, b), a @ b)
+        assert [hit[0] for hit in dispatch._fns.values()] == ["torch"]  # remembered: not refused again per call
+    finally:
+        dispatch.forget_kernels()
+
+
+def test_records_of_another_gpu_do_not_count_as_tuned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shape = GemmShape(16, 32, 32)
+    elsewhere = {"M": 16, "N": 32, "K": 32, "dtype": "float16", "layout": "nn", "gpu": "NVIDIA H200", "choice": "torch",
+                 "choice_ms": 1.0, "baselines": {"torch": {"ms": 1.0}}}
+    jsonl.append(tmp_path / "tune.committed.jsonl", [elsewhere])  # as gemm_gpu.sh's RECORDS= puts them
+    here = dict(elsewhere, gpu="cpu")
+    monkeypatch.setattr(tune, "tune_shape", lambda *args: here)
+    got = [rec for _, rec in tune.sweep([shape], "nn", "cpu", tmp_path / "tune.jsonl", _settings())]
+    assert got == [here]
+    assert [rec for _, rec in tune.sweep([shape], "nn", "cpu", tmp_path / "tune.jsonl", _settings())] == [None]
+
+
 def test_gpu_slug() -> None:
     assert tune.gpu_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
     assert tune.gpu_slug("NVIDIA H200") == "h200"

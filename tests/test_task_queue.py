@@ -8,7 +8,7 @@ import time
 from concurrent.futures import Future
 from typing import Any
 
-from warpforge.executor import EvalPool, Job, TaskQueue
+from warpforge.executor import EvalPool, Job, TaskQueue, WorkerLost
 
 
 def _put(q: TaskQueue, tasks: str) -> None:
@@ -133,3 +133,23 @@ def test_two_workers_split_the_tasks_and_run_every_job_once() -> None:
     starts = sum(len(set(s.ran)) for s in slots)
     assert starts <= 5, [s.ran for s in slots]
     assert slots[0].ran[0] != slots[1].ran[0]  # the batch was whole when the workers began
+
+
+class _DeadSlot(_Slot):
+    """A worker that dies on every job and cannot be started again (e.g. a Ray node gone)."""
+
+    def run(self, job: Job) -> dict[str, Any]:
+        raise WorkerLost("killed")
+
+    def restart(self) -> None:
+        raise RuntimeError("no node to start it on")
+
+
+def test_a_worker_that_cannot_be_restarted_leaves_a_crashed_result_not_a_hang() -> None:
+    pool = EvalPool.from_slots([_DeadSlot("w1")])  # type: ignore[list-item]
+    try:
+        results = pool.map([Job(0, "a", "c0.py"), Job(1, "b", "c1.py")])
+    finally:
+        pool.stop()
+    assert [r["status"] for r in results] == ["crashed", "crashed"]
+    assert "could not be restarted" in results[0]["reason"] and "no node" in results[0]["reason"]

@@ -182,13 +182,17 @@ class EvalPool:
             try:
                 result = slot.run(job)
             except WorkerLost as exc:
-                slot.restart()
                 self._queue.forget(slot.name)
-                if attempt < self.retries:
-                    self._queue.put((job, attempt + 1, future))
-                    continue
-                result = {"status": "crashed", "correct": False, "stage": "executor",
-                          "reason": f"its worker died {attempt + 1} times ({exc})",
+                reason = f"its worker died {attempt + 1} times ({exc})"
+                try:
+                    slot.restart()
+                except Exception as again:  # no worker to retry on here: this job's result says so, no one waits forever
+                    reason = f"its worker died ({exc}) and could not be restarted ({type(again).__name__}: {again})"
+                else:
+                    if attempt < self.retries:
+                        self._queue.put((job, attempt + 1, future))
+                        continue
+                result = {"status": "crashed", "correct": False, "stage": "executor", "reason": reason,
                           "task": job.task, "candidate": job.candidate, "worker": slot.name}
             except Exception as exc:  # a driver-side failure must not leave the caller waiting forever
                 if not future.done():

@@ -173,14 +173,17 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             else:
                 last = f"{shape.M}x{shape.N}x{shape.K}: already tuned"
             bar.update(task, advance=1, last=last)
+    if failed:
+        print(f"{failed} shapes failed (their records in {records} say why, e.g. out of GPU memory); they are left to "
+              "torch.matmul, and re-running the same command tries them again", file=sys.stderr)
+    if not any("choice" in r and r.get("gpu") == gpu for r in read_folder(out)):
+        print(f"warpforge: no shape was tuned on {gpu}, so no table was written", file=sys.stderr)
+        return 1
     table = build_table(read_folder(out), gpu)
     _write_table(out / "table.json", table)
     dispatch.reset()
     print(f"{wins} newly tuned shapes beat torch.matmul; table with {len(table['entries'])} shapes -> {out / 'table.json'}",
           file=sys.stderr)
-    if failed:
-        print(f"{failed} shapes failed (their records in {records} say why, e.g. out of GPU memory); they are left to "
-              "torch.matmul, and re-running the same command tries them again", file=sys.stderr)
     return 0
 
 
@@ -244,7 +247,7 @@ def _tune_on_gpus(args: argparse.Namespace) -> int:
             failed.append(gid)
         log.close()
     records = read_folder(out)
-    if records:
+    if any("choice" in r and r.get("gpu") == gpu for r in records):
         table = build_table(records, gpu)
         _write_table(out / "table.json", table)
         print(f"table with {len(table['entries'])} shapes -> {out / 'table.json'}", file=sys.stderr)

@@ -171,7 +171,12 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         with _lock:
             hit = _fns.get(key)
             if hit is None:
-                hit = _fns[key] = (choice, choices.make_choice(choice, layout, a2, w))
+                try:
+                    fn = choices.make_choice(choice, layout, a2, w)
+                except UsageError:  # e.g. a cuBLASLt reconfiguration refused here (its workspace, this cuBLASLt)
+                    fn = choices.torch_choice(layout)
+                    choice = "torch"
+                hit = _fns[key] = (choice, fn)
     out = hit[1](a2, w)
     return out.reshape(*a.shape[:-1], b.shape[1])
 

@@ -279,7 +279,8 @@ def sweep(shapes: Iterable[GemmShape], layout: str, device: str, records_path: P
           settings: TuneSettings) -> Iterator[tuple[GemmShape, dict[str, Any] | None]]:
     """Tune each shape not yet recorded in `records_path`'s folder (by any shard); yields
     (shape, record or None when skipped)."""
-    done = {record_key(r) for r in read_folder(records_path.parent) if "choice" in r}  # a failed shape is tried again
+    gpu = device_name(device)  # records of another GPU (copied in) do not count; a failed shape is tried again
+    done = {record_key(r) for r in read_folder(records_path.parent) if "choice" in r and r.get("gpu") == gpu}
     for shape in shapes:
         if (shape.M, shape.N, shape.K, shape.dtype, layout) in done:
             yield shape, None
