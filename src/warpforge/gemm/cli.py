@@ -176,10 +176,11 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     if failed:
         print(f"{failed} shapes failed (their records in {records} say why, e.g. out of GPU memory); they are left to "
               "torch.matmul, and re-running the same command tries them again", file=sys.stderr)
-    if not any("choice" in r and r.get("gpu") == gpu for r in read_folder(out)):
+    tuned = read_folder(out)
+    if not any("choice" in r and r.get("gpu") == gpu for r in tuned):
         print(f"warpforge: no shape was tuned on {gpu}, so no table was written", file=sys.stderr)
         return 1
-    table = build_table(read_folder(out), gpu)
+    table = build_table(tuned, gpu)
     _write_table(out / "table.json", table)
     dispatch.reset()
     print(f"{wins} newly tuned shapes beat torch.matmul; table with {len(table['entries'])} shapes -> {out / 'table.json'}",

@@ -160,13 +160,18 @@ def our_choices(shape: GemmShape, layout: str, device: str, settings: TuneSettin
     return names + [f"file:{Path(p).resolve()}" for p in settings.candidates]
 
 
+def record_head(shape: GemmShape, layout: str, device: str) -> dict[str, Any]:
+    """What every tuning record of a shape starts with, tuned or failed."""
+    return {"M": shape.M, "N": shape.N, "K": shape.K, "dtype": shape.dtype, "layout": layout, "source": shape.source,
+            "gpu": device_name(device)}
+
+
 def tune_shape(shape: GemmShape, layout: str, device: str, settings: TuneSettings) -> dict[str, Any]:
     """Measure one shape; the record `build_table` and the benchmark read."""
     started = time.perf_counter()
     rng = random.Random(settings.seed)
     sb = ShapeBench(shape, layout, device, settings.seed)
-    record: dict[str, Any] = {"M": shape.M, "N": shape.N, "K": shape.K, "dtype": shape.dtype, "layout": layout,
-                              "source": shape.source, "gpu": device_name(device), "baselines": {}, "candidates": []}
+    record: dict[str, Any] = {**record_head(shape, layout, device), "baselines": {}, "candidates": []}
     screened: dict[str, dict[str, Any]] = {}  # name -> screen timing, for everything that verified
     fns: dict[str, choices.GemmFn] = {}
 
@@ -288,8 +293,7 @@ def sweep(shapes: Iterable[GemmShape], layout: str, device: str, records_path: P
         try:
             record = tune_shape(shape, layout, device, settings)
         except RuntimeError as exc:  # out of GPU memory, or torch.matmul itself failing: this shape, not the sweep
-            record = {"M": shape.M, "N": shape.N, "K": shape.K, "dtype": shape.dtype, "layout": layout,
-                      "source": shape.source, "gpu": device_name(device), "error": f"{type(exc).__name__}: {exc}"[:600],
+            record = {**record_head(shape, layout, device), "error": f"{type(exc).__name__}: {exc}"[:600],
                       "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
         finally:
             release_memory(device)

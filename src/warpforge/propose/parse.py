@@ -175,32 +175,31 @@ def _unfenced_program(lines: list[str]) -> str | None:
     starts = [0] + [i for i, line in enumerate(lines) if re.match(r"(import|from)\s+\w", line)][:1]
     for start in starts:
         text = "\n".join(lines[start:]).strip("\n") + "\n"
-        if _MODEL_NEW.search(text) and _syntax_error(text) is None:
+        if _MODEL_NEW.search(text) and not isinstance(_parse(text), str):
             return text
     return None
 
 
 def _check_program(source: str) -> str:
     """"" when `source` parses and defines ModelNew at module level; else why not."""
-    error = _syntax_error(source)
-    if error is not None:
-        return error
-    tree = pysource.parse(source)
+    tree = _parse(source)
+    if isinstance(tree, str):
+        return tree
     if not _defines_model_new(tree.body):
         return "the code does not define class ModelNew at module level"
     return ""
 
 
-def _syntax_error(source: str) -> str | None:
+def _parse(source: str) -> ast.Module | str:
+    """The module's tree, or why it is not valid Python."""
     try:
-        pysource.parse(source)
+        return pysource.parse(source)
     except SyntaxError as exc:
         line = (exc.text or "").strip()
         where = f" on line {exc.lineno}" if exc.lineno else ""
         return f"the code is not valid Python: {exc.msg}{where}" + (f" ({line[:120]!r})" if line else "")
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
         return f"the code is not valid Python: {type(exc).__name__}"
-    return None
 
 
 def _defines_model_new(body: list[ast.stmt]) -> bool:
