@@ -1,10 +1,14 @@
 """Why does torch.matmul read slower than cuBLASLt's heuristic pick on some shapes? Kernel names
-and three timings (harness, back-to-back hot loop, CUDA graph) for torch.matmul and nvmath.
+and two timings (harness, back-to-back hot loop) for torch.matmul and nvmath.
 
     python benchmarks/gemm_probe.py > probe.txt
+    python benchmarks/gemm_probe.py --compile > probe.txt   # the same for torch.compile(max-autotune),
+                                                            # with and without its CUDA graphs
 """
 
 from __future__ import annotations
+
+import sys
 
 import torch
 
@@ -37,12 +41,27 @@ def kernels(fn, a, b):
     return [(e.name[:70], round(e.device_time, 1)) for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
-print("preferred blas", torch.backends.cuda.preferred_blas_library(), "torch", torch.__version__)
-for m, n, k in SHAPES:
-    shape = GemmShape(m, n, k)
-    sb = ShapeBench(shape, "nn", "cuda", 0)
-    a, b = sb.sets[0]
-    for name in ("torch", "cublaslt:0"):
-        fn = sb.fn(name)
-        harness = sb.time(fn, FINAL)["ms"] * 1000
-        print(f"{m}x{n}x{k} {name:11s} harness {harness:8.1f} us  hot {hot(fn, a, b):8.1f} us  kernels {kernels(fn, a, b)}")
+COMPILE_SHAPES = [(128, 64, 8192), (64, 4096, 4096), (1024, 1024, 1024), (4096, 4096, 4096)]
+
+
+def main() -> None:
+    print("preferred blas", torch.backends.cuda.preferred_blas_library(), "torch", torch.__version__)
+    probe_compile = "--compile" in sys.argv
+    for m, n, k in COMPILE_SHAPES if probe_compile else SHAPES:
+        shape = GemmShape(m, n, k)
+        sb = ShapeBench(shape, "nn", "cuda", 0)
+        a, b = sb.sets[0]
+        fns = {"torch": sb.fn("torch")}
+        if probe_compile:
+            for mode in ("max-autotune", "max-autotune-no-cudagraphs"):
+                fns[mode] = torch.compile(lambda a, b: torch.matmul(a, b), mode=mode, dynamic=False)
+        else:
+            fns["cublaslt:0"] = sb.fn("cublaslt:0")
+        for name, fn in fns.items():
+            harness = sb.time(fn, FINAL)
+            print(f"{m}x{n}x{k} {name:26s} harness {harness['ms'] * 1000:8.1f} us (host {harness['host_ms'] * 1000:7.1f} us)"
+                  f"  hot {hot(fn, a, b):8.1f} us  kernels {kernels(fn, a, b)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -361,6 +361,26 @@ def test_bench_writes_results_files_and_resumes(tmp_path: Path) -> None:
     assert row["choice"] == "torch" and row["speedup_vs_torch"] == 1.0 and row["rel_err"] < 1e-3
 
 
+def test_bench_compiles_every_shape_afresh_without_cuda_graphs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Dynamo stops compiling one function after 8 shapes and runs it eagerly; the baseline must not
+    # quietly become torch.matmul, nor time Inductor's CUDA-graph input copies
+    from warpforge.gemm import bench
+
+    events: list[str] = []
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: events.append("reset"))
+
+    def fake_compile(fn: Any, mode: str, dynamic: bool) -> Any:
+        events.append(f"compile {mode}")
+        return fn
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    settings = bench.BenchSettings(modes=("offline",), cublaslt=False, final=dict(TINY_FINAL),
+                                   screen=dict(TINY_SCREEN), compile_shapes=3)
+    shapes = [GemmShape(8, 16, 24), GemmShape(8, 24, 16), GemmShape(16, 8, 8)]
+    path, = bench.bench(shapes, "mine.csv", "nn", "cpu", tmp_path, settings, planned=3)
+    assert events == ["reset", "compile max-autotune-no-cudagraphs"] * 3
+    assert all(r["compile_ms"] and r["compile_rel_err"] < 1e-3 for r in json.loads(path.read_text())["shapes"])
+
+
 def test_cli_shapes_and_clear_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["gemm", "shapes", "--shapes", "cudal2", "--sample", "3", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 3
@@ -373,6 +393,25 @@ def test_cli_shapes_and_clear_errors(capsys: pytest.CaptureFixture[str], tmp_pat
     empty = tmp_path / "t.jsonl"
     empty.write_text("")
     assert main(["gemm", "table", str(empty), "--out", str(tmp_path / "x.json")]) == 2
+    assert main(["gemm", "table", str(tmp_path / "gone.jsonl"), "--out", str(tmp_path / "x.json")]) == 2
+    assert "no such records file" in capsys.readouterr().err
+
+
+def test_cli_table_merges_records_files_and_the_last_file_wins(tmp_path: Path) -> None:
+    def record(M: int, choice: str, gpu: str = "GPU A") -> dict[str, object]:
+        return {"M": M, "N": 64, "K": 64, "dtype": "float16", "layout": "nn", "gpu": gpu, "choice": choice,
+                "choice_ms": 0.01, "baselines": {"torch": {"ms": 0.02}}}
+    old, new = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    jsonl.append(old, [record(16, "torch"), record(32, "torch_padded")])
+    jsonl.append(new, [record(16, "triton_tiled:BM16-BN64-BK64-S3-W4-G8")])
+    out = tmp_path / "table.json"
+    assert main(["gemm", "table", str(old), str(new), "--out", str(out)]) == 0
+    entries = {e["M"]: e["choice"] for e in json.loads(out.read_text())["entries"]}
+    assert entries == {16: "triton_tiled:BM16-BN64-BK64-S3-W4-G8", 32: "torch_padded"}
+    jsonl.append(new, [record(64, "torch", gpu="GPU B")])
+    assert main(["gemm", "table", str(old), str(new), "--out", str(out)]) == 2  # two GPUs, none named
+    assert main(["gemm", "table", str(old), str(new), "--gpu", "GPU B", "--out", str(out)]) == 0
+    assert [e["M"] for e in json.loads(out.read_text())["entries"]] == [64]
 
 
 @needs_triton

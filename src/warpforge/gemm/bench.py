@@ -8,8 +8,10 @@ it was picked with) through `evaluate.bench.time_calls`:
 
 Per shape: torch.matmul in the caller's layout and in the other layout, cuBLASLt's heuristic
 first choice and the fastest of all the algorithms it returns (autotuned; its pick is re-made
-here on fresh data, which favours the baseline), torch.compile(mode="max-autotune") on the first
-`compile_shapes` shapes spread over the list (it compiles for tens of seconds per shape), and `warpforge.gemm.matmul`
+here on fresh data, which favours the baseline), torch.compile(mode="max-autotune-no-cudagraphs") on the first
+`compile_shapes` shapes spread over the list (it compiles for tens of seconds per shape; without CUDA graphs
+because Inductor's graphs copy every input whose address changes into a static buffer, 8-57 us per call on
+an H100, benchmarks/results/gemm_compile_probe_2026-11-25.txt, and the operands rotate here), and `warpforge.gemm.matmul`
 itself. When the dispatcher picks torch.matmul it runs the same kernel, so its time is torch's
 time; every other choice is timed through the dispatcher.
 
@@ -36,6 +38,7 @@ from warpforge.gemm.shapes import GemmShape
 from warpforge.gemm.tune import FINAL, SCREEN, ShapeBench, device_name, gpu_slug, release_memory
 
 MODES = ("offline", "server")
+COMPILE_MODE = "max-autotune-no-cudagraphs"  # Inductor's autotuned kernel, not its input copies (see above)
 
 
 @dataclass
@@ -119,7 +122,10 @@ def bench_shape(shape: GemmShape, layout: str, device: str, settings: BenchSetti
             base["cublaslt_refused"] = refused
     if compile_it:
         bview = (lambda b: b) if layout == "nn" else (lambda b: b.t())
-        fns["compile"] = torch.compile(lambda a, b: torch.matmul(a, bview(b)), mode="max-autotune", dynamic=False)
+        # a fresh start per shape: Dynamo caches on this lambda's code, and after 8 shapes it stops
+        # compiling (recompile_limit) and runs it eagerly -- torch.matmul reported as torch.compile
+        torch._dynamo.reset()
+        fns["compile"] = torch.compile(lambda a, b: torch.matmul(a, bview(b)), mode=COMPILE_MODE, dynamic=False)
         try:
             base["compile_rel_err"] = sb.verify("compile", fns["compile"])
         except Exception as exc:  # inductor failures are reported, not fatal

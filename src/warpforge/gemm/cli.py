@@ -47,7 +47,7 @@ def add_gemm_parser(sub: Any) -> None:
     b.add_argument("--modes", default="offline", help="offline, server, or offline,server")
     b.add_argument("--out", default="benchmarks/results", help="folder for gemm_<gpu>_<set>_<mode>_<date>.json")
     b.add_argument("--compile", type=int, default=0, metavar="N",
-                   help="also time torch.compile(mode='max-autotune') on N shapes spread over the set (tens of seconds each)")
+                   help="also time torch.compile(mode='max-autotune-no-cudagraphs') on N shapes spread over the set (tens of seconds each)")
     b.add_argument("--no-cublaslt", action="store_true")
     b.add_argument("--lt-variants", type=int, default=2, metavar="N",
                    help="cuBLASLt autotuning also times the first N algorithms reconfigured (split-K, CTA swizzling); 0: none")
@@ -61,9 +61,9 @@ def add_gemm_parser(sub: Any) -> None:
     k.add_argument("--out", help="file to write (default: stdout)")
 
     tb = gs.add_parser("table", help="build a dispatcher table from tuning records (e.g. to ship it)")
-    tb.add_argument("records", help="a tune.jsonl")
+    tb.add_argument("records", nargs="+", help="tune.jsonl files; where a shape is in several, the last file's record wins")
     tb.add_argument("--out", required=True, help="table.json to write")
-    tb.add_argument("--gpu", help="GPU name to take records of (default: the only one in the file)")
+    tb.add_argument("--gpu", help="GPU name to take records of (default: the only one in the files)")
 
     p = gs.add_parser("plot", help="heat maps, histograms and tables of benchmark results (static HTML + summary.md)")
     p.add_argument("results", nargs="+", help="gemm_*.json files written by `warpforge gemm bench`")
@@ -289,13 +289,17 @@ def _cmd_table(args: argparse.Namespace) -> int:
     from warpforge import jsonl
     from warpforge.gemm.tune import build_table
 
-    records = jsonl.read(args.records)
+    missing = [path for path in args.records if not Path(path).is_file()]
+    if missing:
+        raise UsageError(f"no such records file: {', '.join(missing)} (a tune.jsonl that `warpforge gemm tune` wrote)")
+    records = [r for path in args.records for r in jsonl.read(path)]
+    named = ", ".join(args.records)
     gpus = sorted({r.get("gpu", "") for r in records})
     if not records:
-        raise UsageError(f"{args.records} holds no tuning records")
+        raise UsageError(f"{named}: no tuning records")
     gpu = args.gpu or (gpus[0] if len(gpus) == 1 else None)
     if gpu is None:
-        raise UsageError(f"{args.records} holds records of several GPUs ({', '.join(gpus)}): pick one with --gpu")
+        raise UsageError(f"{named}: records of several GPUs ({', '.join(gpus)}): pick one with --gpu")
     table = build_table(records, gpu)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(table, indent=1))
