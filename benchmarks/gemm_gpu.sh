@@ -2,8 +2,10 @@
 # The GEMM track on a GPU machine, in one go: GPU tests, tuning, benchmark, all written under OUT.
 #   bash benchmarks/gemm_gpu.sh OUT SET SAMPLE [MODES] [COMPILE_N]
 # e.g. bash benchmarks/gemm_gpu.sh /tmp/out cudal2 120 offline,server 8
-# RECORDS=FILE.jsonl continues from committed tuning records (those shapes are not tuned again), e.g.
-#   RECORDS=benchmarks/results/gemm_h200_llm_tune_2026-11-23.jsonl bash benchmarks/gemm_gpu.sh OUT llm 32 offline 0
+# RECORDS="FILE.jsonl ..." continues from committed tuning records (those shapes are not tuned again;
+# where a shape is in several files, the last one's record wins), e.g. the H100 llm benchmark of 2026-11-25:
+#   R=benchmarks/results/gemm_h100-80gb-hbm3_llm_tune
+#   RECORDS="${R}_2026-11-23.jsonl ${R}_2026-11-25.jsonl" bash benchmarks/gemm_gpu.sh OUT llm 160 offline,server 0
 # nvmath-python (cuBLASLt baselines) is installed from wheels in .whl/ when present (an offline
 # machine); otherwise it must be importable already (pip install 'warpforge[gemm]').
 set -uo pipefail
@@ -16,7 +18,10 @@ fi
 export PYTHONPATH=$PWD/src:${PYTHONPATH:-} PYTHONUNBUFFERED=1
 mkdir -p "$OUT/tune"
 # (a file of its own: the sweep reads every tune*.jsonl of the folder and appends only to tune.jsonl)
-if [ -n "${RECORDS:-}" ]; then cp "$RECORDS" "$OUT/tune/tune.committed.jsonl" || exit 1; fi
+i=0
+for f in ${RECORDS:-}; do  # tune.committed0.jsonl, 1, ...: read in this order, before tune.jsonl
+  cp "$f" "$OUT/tune/tune.committed$i.jsonl" || exit 1; i=$((i + 1))
+done
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
 python3 -m warpforge.cli gemm tune --shapes "$SET" --sample "$SAMPLE" --out "$OUT/tune" 2>&1 | tail -5
 python3 -m warpforge.cli gemm bench --shapes "$SET" --sample "$SAMPLE" --table "$OUT/tune/table.json" \
