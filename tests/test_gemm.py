@@ -403,11 +403,12 @@ def test_cli_table_merges_records_files_and_the_last_file_wins(tmp_path: Path) -
                 "choice_ms": 0.01, "baselines": {"torch": {"ms": 0.02}}}
     old, new = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
     jsonl.append(old, [record(16, "torch"), record(32, "torch_padded")])
-    jsonl.append(new, [record(16, "triton_tiled:BM16-BN64-BK64-S3-W4-G8")])
+    jsonl.append(new, [{**record(16, "triton_tiled:BM16-BN64-BK64-S3-W4-G8"), "torch": "2.11.0+cu130"}])
     out = tmp_path / "table.json"
     assert main(["gemm", "table", str(old), str(new), "--out", str(out)]) == 0
-    entries = {e["M"]: e["choice"] for e in json.loads(out.read_text())["entries"]}
-    assert entries == {16: "triton_tiled:BM16-BN64-BK64-S3-W4-G8", 32: "torch_padded"}
+    table = json.loads(out.read_text())
+    assert {e["M"]: e["choice"] for e in table["entries"]} == {16: "triton_tiled:BM16-BN64-BK64-S3-W4-G8", 32: "torch_padded"}
+    assert table["torch"] == "2.11.0+cu130"  # what the records were measured with, not this process's torch
     jsonl.append(new, [record(64, "torch", gpu="GPU B")])
     assert main(["gemm", "table", str(old), str(new), "--out", str(out)]) == 2  # two GPUs, none named
     assert main(["gemm", "table", str(old), str(new), "--gpu", "GPU B", "--out", str(out)]) == 0
@@ -422,7 +423,7 @@ def test_cli_tune_on_cpu_writes_records_and_a_table(tmp_path: Path, capsys: pyte
             "--quick", "--families", "triton"]
     assert main(args) == 0
     table = json.loads((tmp_path / "table.json").read_text())
-    assert table["gpu"] == "cpu" and len(table["entries"]) == 1
+    assert table["gpu"] == "cpu" and len(table["entries"]) == 1 and table["torch"] == torch.__version__
     assert len(jsonl.read(tmp_path / "tune.jsonl")) == 1
 
 

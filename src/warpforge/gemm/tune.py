@@ -163,7 +163,7 @@ def our_choices(shape: GemmShape, layout: str, device: str, settings: TuneSettin
 def record_head(shape: GemmShape, layout: str, device: str) -> dict[str, Any]:
     """What every tuning record of a shape starts with, tuned or failed."""
     return {"M": shape.M, "N": shape.N, "K": shape.K, "dtype": shape.dtype, "layout": layout, "source": shape.source,
-            "gpu": device_name(device)}
+            "gpu": device_name(device), "torch": torch.__version__}
 
 
 def tune_shape(shape: GemmShape, layout: str, device: str, settings: TuneSettings) -> dict[str, Any]:
@@ -312,11 +312,16 @@ def release_memory(device: str) -> None:
 
 
 def build_table(records: list[dict[str, Any]], gpu: str) -> dict[str, Any]:
-    """The dispatcher's table: one entry per measured (dtype, layout, M, N, K), newest record wins."""
+    """The dispatcher's table: one entry per measured (dtype, layout, M, N, K), newest record wins.
+    Its `torch` is the version(s) the records were measured with (not the builder's; records
+    written before they carried one leave it out)."""
     entries: dict[tuple[int, int, int, str, str], dict[str, Any]] = {}
+    measured_with: set[str] = set()
     for r in records:
         if r.get("gpu") != gpu or "choice" not in r:
             continue
+        if r.get("torch"):
+            measured_with.add(r["torch"])
         entries[record_key(r)] = {"M": r["M"], "N": r["N"], "K": r["K"], "dtype": r["dtype"], "layout": r["layout"],
                                   "choice": r["choice"], "choice_ms": r["choice_ms"],
                                   "torch_ms": r["baselines"]["torch"]["ms"]}
@@ -330,4 +335,4 @@ def build_table(records: list[dict[str, Any]], gpu: str) -> dict[str, Any]:
     if not entries:
         raise UsageError(f"no tuning records for GPU {gpu!r}: run `warpforge gemm tune` on it first")
     return {"gpu": gpu, "gpu_slug": gpu_slug(gpu), "created": time.strftime("%Y-%m-%d"),
-            "torch": torch.__version__, "entries": sorted(entries.values(), key=lambda e: (e["dtype"], e["layout"], e["M"], e["N"], e["K"]))}
+            "torch": ", ".join(sorted(measured_with)) or None, "entries": sorted(entries.values(), key=lambda e: (e["dtype"], e["layout"], e["M"], e["N"], e["K"]))}
