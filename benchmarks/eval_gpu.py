@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import datetime
 import json
 import os
@@ -213,7 +214,7 @@ def main() -> int:
     start = time.monotonic()
     walls: list[float] = []
     skipped: list[str] = []
-    judges: dict[str, Judge] = {}  # the two most recently used tasks keep their Judge (reference process, spares)
+    judges: dict[tuple[str, float], Judge] = {}  # the two most recently used tasks keep their Judge (reference process, spares)
     try:
         run_items(items, judges, config, args, info, out_path, done, walls, skipped, start)
     finally:
@@ -248,12 +249,15 @@ def run_items(items: list[dict], judges: dict, config: EvalConfig, args: argpars
             break
         t0 = time.monotonic()
         try:
-            if item["task"] not in judges:
+            # a fixture may ask for a shorter time limit (a device hang): it gets a Judge of its own
+            timeout = float(item["expect"].get("timeout_s", config.timeout_s))
+            key = (item["task"], timeout)
+            if key not in judges:
                 while len(judges) >= 2:
                     judges.pop(next(iter(judges))).close()
-                judges[item["task"]] = Judge(load_task(item["task"]), config)
-            judges[item["task"]] = judges.pop(item["task"])  # most recently used last
-            result = judges[item["task"]].evaluate(Candidate.from_file(item["file"]))
+                judges[key] = Judge(load_task(item["task"]), dataclasses.replace(config, timeout_s=timeout))
+            judges[key] = judges.pop(key)  # most recently used last
+            result = judges[key].evaluate(Candidate.from_file(item["file"]))
         except Exception as exc:  # a harness error is a result too: record it and go on
             r = {"file": rel(item["file"]), "kind": item["kind"], "task": item["task"],
                  "path": item["path"], "status": "harness_error", "stage": "harness", "correct": False,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,14 +26,24 @@ def candidate(name: str) -> Candidate:
     return Candidate.from_file(FIXTURES / "candidates" / f"{name}.py")
 
 
-def test_every_candidate_gets_fresh_inputs_and_the_reference_process_is_reused(tmp_path: Path,
-                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("WF_FIXTURE_XCACHE", str(tmp_path / "stash.pt"))
-    cfg = EvalConfig(**FAST, bench=False, static_checks=False)  # type: ignore[arg-type]
+STASH = Path("/tmp/wf-fixture-xcache.pt")  # where cross_candidate_cache.py keeps its answers
+
+
+@pytest.fixture
+def no_stash() -> Iterator[None]:
+    STASH.unlink(missing_ok=True)
+    yield
+    STASH.unlink(missing_ok=True)
+
+
+def test_every_candidate_gets_fresh_inputs_and_the_reference_process_is_reused(no_stash: None) -> None:
+    # unsandboxed, so the stash reaches the host's /tmp: fresh inputs alone must defeat it
+    cfg = EvalConfig(**FAST, bench=False, static_checks=False, sandbox=False)  # type: ignore[arg-type]
     with Judge(load_task(FIXTURES / "tasks" / "matmul.py"), cfg) as judge:
         record = judge.evaluate(candidate("cross_candidate_cache"))
         assert record.correct, record.reason  # honest the first time: it only stores its answers
-        assert (tmp_path / "stash.pt").exists()
+        assert STASH.exists()
+        assert any(w.startswith("unsandboxed") for w in record.warnings)
         assert judge._server is not None
         server = judge._server.proc.pid
         replay = judge.evaluate(candidate("cross_candidate_cache"))
@@ -44,6 +55,16 @@ def test_every_candidate_gets_fresh_inputs_and_the_reference_process_is_reused(t
         honest = judge.evaluate(candidate("honest_matmul"))
         assert honest.correct, honest.reason
         assert judge._server.proc.pid != server
+
+
+def test_a_sandboxed_candidate_leaves_nothing_for_a_later_one(no_stash: None) -> None:
+    cfg = EvalConfig(**FAST, bench=False, static_checks=False)  # type: ignore[arg-type]
+    with Judge(load_task(FIXTURES / "tasks" / "matmul.py"), cfg) as judge:
+        for _ in range(2):  # each records into its private /tmp, which is gone with it: no replay
+            record = judge.evaluate(candidate("cross_candidate_cache"))
+            assert record.correct and "CACHE-HIT" not in record.output_tail, record.reason
+            assert not record.warnings or not any(w.startswith("unsandboxed") for w in record.warnings)
+    assert not STASH.exists()
 
 
 def test_baselines_are_timed_once_and_nothing_outlives_close() -> None:

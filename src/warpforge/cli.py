@@ -31,8 +31,27 @@ def _eval_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     p.add_argument("--samples", action="store_true", help="include raw timing samples in --json output")
 
 
+def add_sandbox_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="run candidates without the OS sandbox (only where bubblewrap cannot run); every result, "
+                        "archive row and report page then says unsandboxed")
+
+
+def sandbox_from_args(args: argparse.Namespace) -> bool:
+    """True unless --no-sandbox; stops with one sentence (exit 2) when the sandbox cannot start here."""
+    if getattr(args, "no_sandbox", False):
+        print("warpforge: warning: --no-sandbox: candidates run unsandboxed and their results are marked so",
+              file=sys.stderr)
+        return False
+    from warpforge.evaluate.jail import require
+
+    require()
+    return True
+
+
 def add_eval_options(p: argparse.ArgumentParser) -> None:
     """The evaluation options `warpforge eval` and `warpforge eval-batch` share."""
+    add_sandbox_option(p)
     p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when a GPU is visible, else cpu")
     p.add_argument("--mode", choices=["offline", "server"], default="offline",
                    help="offline: back-to-back calls; server: random idle gaps before each call")
@@ -59,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="evaluate and benchmark the bundled example kernels (the main job)")
     d.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when a GPU is visible, else cpu")
     d.add_argument("--json", action="store_true", help="print one JSON object per example on stdout")
+    add_sandbox_option(d)
     t = sub.add_parser("tasks", help="list the built-in task suite, or the tasks of a KernelBench-style tree")
     t.add_argument("--root", help="a directory of level1/, level2/... folders (e.g. KernelBench/KernelBench)")
     t.add_argument("--json", action="store_true")
@@ -104,6 +124,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         device=args.device, size=args.size, trials=args.trials, bench=not args.no_bench, mode=args.mode,
         allow_tf32=args.allow_tf32, compile_baseline=args.compile_baseline, profile=not args.no_profile,
         reuse_baselines=False if args.fresh_baselines else None, sets_memory_gb=args.sets_memory_gb,
+        sandbox=sandbox_from_args(args),
         **({"timeout_s": args.timeout} if args.timeout is not None else {}),
     )
     if config.device == "cuda":
@@ -153,7 +174,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from warpforge import Candidate, EvalConfig, evaluate, load_task
     from warpforge import metrics
 
-    config = EvalConfig(device=args.device).resolved()
+    config = EvalConfig(device=args.device, sandbox=sandbox_from_args(args)).resolved()
     examples_dir = Path(__file__).resolve().parents[2] / "examples"
     if not examples_dir.is_dir():
         raise UsageError(f"the examples folder {examples_dir} is missing: run the demo from a source checkout")

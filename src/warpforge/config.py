@@ -61,6 +61,9 @@ class EvalConfig:
     """Reuse eager / torch.compile timings measured earlier for the same task, sizes, machine and
     software: torch.compile alone takes 5-60 s per task, which would dominate every evaluation.
     None = on for CUDA; off for CPU, where re-timing is cheap and a shared machine is noisy."""
+    sandbox: bool = True
+    """Run every process that runs candidate code inside the OS sandbox (evaluate/jail.py). Off only
+    with --no-sandbox, where the sandbox cannot start; every result then says "unsandboxed"."""
     static_checks: bool = True
     """Refuse forbidden APIs before running (static.py). Off only to test the run-time defences."""
     profile: bool = True

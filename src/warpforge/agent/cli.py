@@ -39,6 +39,9 @@ def add_agent_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     agent.add_argument("--parent", type=int, action="append", default=[], metavar="ATTEMPT_ID",
                        help="an attempt this candidate builds on (repeatable; stored as lineage)")
     add_executor_arguments(agent)
+    from warpforge.cli import add_sandbox_option
+
+    add_sandbox_option(agent)
 
     p = sub.add_parser("agent", help="the agent tools as commands that print one JSON object",
                        description="The tools `warpforge mcp` serves, as commands for agents that run shell commands.")
@@ -78,6 +81,9 @@ def add_mcp_arguments(p: argparse.ArgumentParser) -> None:
                    help="default device for evaluations: $WARPFORGE_DEVICE, else cuda when a GPU is visible")
     p.add_argument("--agent-name", help="recorded as the model of each attempt (default: $WARPFORGE_AGENT or agent)")
     add_executor_arguments(p)
+    from warpforge.cli import add_sandbox_option
+
+    add_sandbox_option(p)
 
 
 def parse_http(value: str) -> tuple[str, int]:
@@ -130,8 +136,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     except UsageError as exc:
         print(f"warpforge: {exc}", file=sys.stderr)
         return 2
+    from warpforge.cli import sandbox_from_args
+    from warpforge.config import EvalConfig
+
     tools = AgentTools(args.archive, device=device, agent_name=_agent_name(args), interface="mcp",
-                       executor=args.executor, workers=args.workers, ray_address=args.ray_address)
+                       eval_config=EvalConfig(sandbox=sandbox_from_args(args)), executor=args.executor, workers=args.workers, ray_address=args.ray_address)
     server = build_server(tools)
 
     def stop(signum: int, frame: Any) -> None:
@@ -159,6 +168,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
     from warpforge.config import EvalConfig
     from warpforge.errors import UsageError
 
+    from warpforge.cli import sandbox_from_args
+
     verb = args.agent_command
     try:
         device = _device(getattr(args, "device", None))
@@ -169,7 +180,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         return 2
     # one evaluation per call: no spare candidate process is worth starting
     with AgentTools(args.archive, device=device, agent_name=_agent_name(args), interface="cli",
-                    eval_config=EvalConfig(spare_workers=0), executor=getattr(args, "executor", None),
+                    eval_config=EvalConfig(spare_workers=0, sandbox=sandbox_from_args(args)), executor=getattr(args, "executor", None),
                     workers=getattr(args, "workers", None), ray_address=getattr(args, "ray_address", None)) as tools:
         out: dict[str, Any] = {
             "tasks": lambda: tools.list_tasks(),

@@ -28,6 +28,7 @@ from warpforge.config import EvalConfig
 from warpforge.errors import HarnessError, TaskError
 from warpforge.evaluate import compile as compile_mod
 from warpforge.evaluate.inputs import fingerprint_positions
+from warpforge.evaluate import jail
 from warpforge.evaluate.sandbox import Child
 from warpforge.evaluate.static import check_source
 from warpforge.evaluate.verdict import (CONTENT_CACHE_RATIO, SPEED_OF_LIGHT_SLACK, Reference, comparison_from,
@@ -39,6 +40,8 @@ __all__ = ["CONTENT_CACHE_RATIO", "SPEED_OF_LIGHT_SLACK", "Judge", "content_cach
            "precompile"]
 
 FINGERPRINT_POSITIONS = 32
+UNSANDBOXED = ("unsandboxed: the candidate ran without the OS sandbox (--no-sandbox), so it could read and write "
+               "this machine's files and network; treat this verdict as untrusted")
 
 
 def evaluate(task: Task, candidate: Candidate, config: EvalConfig) -> EvalResult:
@@ -69,22 +72,34 @@ def precompile(source: str, config: EvalConfig, arch: str) -> dict[str, Any]:
     report = check_source(source, allow_tf32=True)
     if report.syntax_error or report.rejected:
         return {"status": "skipped", "seconds": 0.0}
-    tmp = Path(tempfile.mkdtemp(prefix="warpforge-precompile-"))
+    root = Path(tempfile.mkdtemp(prefix="warpforge-precompile-", dir=os.environ.get("WARPFORGE_TMP_ROOT")))
+    tmp, private = root / "work", root / "cache"
+    tmp.mkdir()
+    private.mkdir()
+    key = compile_mod.cache_key(source, arch)
     try:
         (tmp / "candidate.py").write_text(source)
+        if cfg.sandbox:
+            compile_mod.stage(cfg.cache_dir, key, private)
+            cache = compile_mod.private_env(jail.CACHE_MOUNT, arch)
+        else:
+            cache = compile_mod.cache_env(cfg.cache_dir, source, arch)
         spec = {"candidate_path": str(tmp / "candidate.py"), "compile_only": True, "device": "cpu",
-                "env": {**compile_mod.cache_env(cfg.cache_dir, source, arch), "MAX_JOBS": "2"}}
+                "env": {**cache, "MAX_JOBS": "2"}}
         (tmp / "spec.json").write_text(json.dumps(spec))
         env = {**_child_env(dataclasses.replace(cfg, device="cpu")), "TORCH_CUDA_ARCH_LIST": arch}
         env.pop("TRITON_INTERPRET", None)
-        child = Child("warpforge.evaluate.worker", [], env=env, cwd=str(tmp), output_limit_bytes=cfg.output_limit_kb * 1024)
+        child = Child("warpforge.evaluate.worker", [], env=env, cwd=str(tmp), output_limit_bytes=cfg.output_limit_kb * 1024,
+                      jail=_jail(cfg, tmp, private))
         child.send(str(tmp / "spec.json"))
         outcome = child.wait(timeout_s=cfg.timeout_s, mem_limit_mb=cfg.mem_limit_gb * 1024)
+        kinds = {m["type"] for m in outcome.messages}
+        status = ("compiled" if "compiled" in kinds else "compile_error" if "compile_error" in kinds
+                  else "timeout" if outcome.timed_out else "crashed")
+        if cfg.sandbox and status == "compiled":
+            compile_mod.publish(cfg.cache_dir, key, private)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    kinds = {m["type"] for m in outcome.messages}
-    status = ("compiled" if "compiled" in kinds else "compile_error" if "compile_error" in kinds
-              else "timeout" if outcome.timed_out else "crashed")
+        shutil.rmtree(root, ignore_errors=True)
     return {"status": status, "seconds": round(time.monotonic() - start, 3)}
 
 
@@ -105,11 +120,14 @@ class Judge:
         self.task = task
         self.cfg = config.resolved()
         assert self.cfg.device is not None and self.cfg.size is not None and self.cfg.spare_workers is not None
+        if self.cfg.sandbox:
+            jail.require()  # one sentence saying how to enable it, before anything starts
         self.allow_tf32 = self.cfg.allow_tf32 or bool(task.metadata.get("allow_tf32"))
         self.spares = self.cfg.spare_workers
         # tmpfs when there is one: GPU-sized inputs and outputs cross between processes as files
         shm = "/dev/shm" if _free_gb("/dev/shm") > 16 else None
-        self._tmp = Path(tempfile.mkdtemp(prefix="warpforge-", dir=shm))
+        # a pool worker's Judges live under the folder its pool removes when the worker dies
+        self._tmp = Path(tempfile.mkdtemp(prefix="warpforge-", dir=os.environ.get("WARPFORGE_TMP_ROOT") or shm))
         self._init_seed = secrets.randbits(31)
         self._server: Child | None = None
         self._loaded: dict[str, Any] = {}
@@ -135,6 +153,12 @@ class Judge:
         shutil.rmtree(self._tmp, ignore_errors=True)
 
     def evaluate(self, candidate: Candidate) -> EvalResult:
+        result = self._evaluate(candidate)
+        if not self.cfg.sandbox:
+            result = dataclasses.replace(result, warnings=(*result.warnings, UNSANDBOXED))
+        return result
+
+    def _evaluate(self, candidate: Candidate) -> EvalResult:
         cfg = self.cfg
         base = EvalResult("crashed", "", "static", task=self.task.name, candidate_id=candidate.id,
                           config=cfg.to_dict())
@@ -185,9 +209,11 @@ class Judge:
         self._count += 1
         workdir = self._tmp / f"candidate-{self._count}" / "work"
         workdir.mkdir(parents=True)
+        (workdir.parent / "cache").mkdir()
         warm_profiler = ["--warm-profiler"] if self.cfg.profile and self.cfg.bench else []
         worker = Child("warpforge.evaluate.worker", warm_profiler, env=_child_env(self.cfg), cwd=str(workdir),
-                       output_limit_bytes=self.cfg.output_limit_kb * 1024)
+                       output_limit_bytes=self.cfg.output_limit_kb * 1024,
+                       jail=_jail(self.cfg, workdir, workdir.parent / "cache", hidden=(str(self._tmp),)))
         self._workers.append((worker, workdir))
         return worker, workdir
 
@@ -216,7 +242,7 @@ class Judge:
             "bench_seed": secrets.randbits(31), "verify_sets": reference.verify_sets,
             "poison_bytes": int(min(4 * out_bytes + (64 << 20), 2 << 30 if cfg.device == "cuda" else 256 << 20)),
             "bench_args": _bench_args(cfg), "profile": cfg.profile and cfg.bench, "kernel_names": list(kernel_names),
-            "env": compile_mod.cache_env(cfg.cache_dir, candidate.source, os.environ.get("TORCH_CUDA_ARCH_LIST", "")),
+            "env": self._cache_env(candidate, workdir.parent / "cache"),
         }
         spec_path = workdir / "spec.json"
         spec_path.write_text(json.dumps(spec))
@@ -243,7 +269,20 @@ class Judge:
         finally:
             for child in paused:
                 child.resume()
-        return decide(outcome, verdict, reference, cfg, base)
+        result = decide(outcome, verdict, reference, cfg, base)
+        if cfg.sandbox and result.status != "compile_error":
+            arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
+            compile_mod.publish(cfg.cache_dir, compile_mod.cache_key(candidate.source, arch), workdir.parent / "cache")
+        return result
+
+    def _cache_env(self, candidate: Candidate, private: Path) -> dict[str, str]:
+        """Where the candidate's toolchains cache their builds: a private copy of its own entry when
+        sandboxed, the shared cache when not."""
+        arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
+        if not self.cfg.sandbox:
+            return compile_mod.cache_env(self.cfg.cache_dir, candidate.source, arch)
+        compile_mod.stage(self.cfg.cache_dir, compile_mod.cache_key(candidate.source, arch), private)
+        return compile_mod.private_env(jail.CACHE_MOUNT, arch)
 
     def _compare(self, files: list[str], reference: Reference, positions: list[list[int]]) -> tuple[Comparison, Any]:
         """The reference process compares the candidate's outputs with the references it holds."""
@@ -269,7 +308,9 @@ class Judge:
         spec_path = self._tmp / "reference_spec.json"
         spec_path.write_text(json.dumps(spec))
         self._server_started = time.monotonic()
-        self._server = Child("warpforge.evaluate.reference", [str(spec_path)], env=_child_env(cfg),
+        # the task's own code, outside the sandbox (docs/evaluation.md): its own home for its caches
+        env = {**_child_env(cfg), "HOME": os.path.expanduser("~"), "USER": os.environ.get("USER", "warpforge")}
+        self._server = Child("warpforge.evaluate.reference", [str(spec_path)], env=env,
                              output_limit_bytes=cfg.output_limit_kb * 1024)
         self._loaded = self._server_round("loaded")[-1]
 
@@ -374,9 +415,19 @@ def _bench_args(cfg: EvalConfig) -> dict[str, Any]:
             "mode": cfg.mode, "gap_ms": list(cfg.server_gap_ms)}
 
 
+def _jail(cfg: EvalConfig, workdir: Path, cache: Path, hidden: tuple[str, ...] = ()) -> jail.Jail | None:
+    """The sandbox of a candidate process (None with --no-sandbox): its work folder and private
+    compile cache writable, the shared caches hidden, /tmp and /dev/shm capped at its memory limit."""
+    if not cfg.sandbox:
+        return None
+    return jail.Jail(str(workdir), cache=str(cache), hidden=(os.path.realpath(cfg.cache_dir), *hidden),
+                     tmp_bytes=int(min(cfg.mem_limit_gb, 4) * 2**30))
+
+
 def _child_env(cfg: EvalConfig) -> dict[str, str]:
-    """The children's environment; a candidate's own compile-cache folders come in its spec."""
-    env = dict(os.environ)
+    """The children's allow-listed environment (no keys or tokens); a candidate's own
+    compile-cache folders come in its spec."""
+    env = jail.environment()
     if cfg.device == "cpu":
         env["TRITON_INTERPRET"] = "1"  # Triton kernels run on the CPU through its interpreter
         env["CUDA_VISIBLE_DEVICES"] = ""

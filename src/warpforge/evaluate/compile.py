@@ -4,6 +4,8 @@ Candidates compile themselves when imported (load_inline, Triton's JIT, CuPy's N
 module points every one of those toolchains at a cache directory keyed by the source hash,
 the toolchain versions and the GPU architecture, so a re-evaluation of the same source is
 warm, and turns a wall of compiler output into the few lines an LLM needs to repair it.
+A sandboxed candidate never writes the shared cache: it gets a private copy of its own key's
+entry (`stage`), and the parent publishes what it built back under that key (`publish`).
 """
 
 from __future__ import annotations
@@ -43,9 +45,68 @@ def toolchain_fingerprint() -> str:
     return "; ".join(parts)
 
 
+def cache_key(source: str, arch: str) -> str:
+    return hashlib.sha256(f"{source}\0{toolchain_fingerprint()}\0{arch}".encode()).hexdigest()[:20]
+
+
+def private_env(root: str, arch: str) -> dict[str, str]:
+    """Environment variables that send every toolchain's build products to one private folder."""
+    env = {"TORCH_EXTENSIONS_DIR": f"{root}/torch_extensions", "TRITON_CACHE_DIR": f"{root}/triton",
+           "CUPY_CACHE_DIR": f"{root}/cupy", "MAX_JOBS": os.environ.get("MAX_JOBS", str(min(os.cpu_count() or 1, 16)))}
+    if arch:
+        env["TORCH_CUDA_ARCH_LIST"] = arch
+    return env
+
+
+def stage(cache_dir: str, key: str, private: Path) -> None:
+    """Copy the shared cache's entry for `key` (if any) into a candidate's private cache folder.
+    A copy, not links: the candidate may write its folder, never the shared entry."""
+    entry = Path(cache_dir) / "compile" / "sandboxed" / key
+    if entry.is_dir():
+        shutil.copytree(entry, private, symlinks=True, dirs_exist_ok=True)
+
+
+def publish(cache_dir: str, key: str, private: Path) -> None:
+    """Put what a finished candidate built under its own key (whole, replacing the old entry), for
+    a later evaluation of the same source. Its process is dead: nothing writes the folder now."""
+    if not private.is_dir() or not any(private.iterdir()) or folder_bytes(private) > PUBLISH_LIMIT_BYTES:
+        return
+    entry = Path(cache_dir) / "compile" / "sandboxed" / key
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    incoming = entry.with_name(f"{key}.{os.getpid()}.{id(private)}.tmp")
+    old = entry.with_name(f"{key}.{os.getpid()}.{id(private)}.old")
+    try:
+        shutil.copytree(private, incoming, symlinks=True)
+        if entry.exists():
+            entry.rename(old)
+        incoming.rename(entry)
+    except OSError:  # another evaluation of the same source published first: keep its entry
+        pass
+    finally:
+        shutil.rmtree(incoming, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# A build folder larger than this is not kept: load_inline builds measure a few MB to tens of MB.
+PUBLISH_LIMIT_BYTES = 1 << 30
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of the files under `folder` (symlinks not followed)."""
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
 def cache_env(cache_dir: str, source: str, arch: str) -> dict[str, str]:
-    """Environment variables that send every toolchain's build products to the compile cache."""
-    key = hashlib.sha256(f"{source}\0{toolchain_fingerprint()}\0{arch}".encode()).hexdigest()[:20]
+    """Environment variables that send every toolchain's build products to the shared compile cache
+    (unsandboxed candidates only: a sandboxed one writes a private copy, see `stage`)."""
+    key = cache_key(source, arch)
     root = Path(cache_dir) / "compile"
     ext_dir = root / "torch_extensions" / key
     ext_dir.mkdir(parents=True, exist_ok=True)

@@ -1,12 +1,13 @@
 """Run one Python entry point in a child process that we can always stop.
 
-The child gets its own session (so the whole process group is killed, compilers included),
-a wall-clock limit that *kills* it, a resident-memory limit enforced by polling /proc, and
-captured stdout/stderr of which only the head and tail are kept. It talks to us through a
-private pipe of JSON lines (`Channel`); it never sends pickles, so nothing it sends can run
-code here. What this does NOT protect against: a child that forks a process into a new
-session escapes the group kill (we reap orphans we can see through the subreaper flag),
-and there is no network or filesystem isolation — see docs/evaluation.md.
+The child runs inside the OS sandbox that a `Jail` describes (jail.py: its own namespaces,
+read-only filesystem, no network) or, unsandboxed, in a session of its own. Either way it has
+a wall-clock limit that *kills* it, a resident-memory limit over all of its processes (every
+descendant, whatever session it starts), enforced by polling /proc, and captured stdout/stderr
+of which only the head and tail are kept. It talks to us through a private pipe of JSON lines
+(`Channel`); it never sends pickles, so nothing it sends can run code here. Unsandboxed, a
+daemon that double-forks away from the tree is reaped only through the subreaper flag, and
+nothing limits what it reads or writes — see docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from warpforge.evaluate.jail import Jail
+from warpforge.evaluate.jail import command as jail_command
 
 CHANNEL_ENV = "WARPFORGE_CHANNEL_FD"
 MAX_MESSAGE_BYTES = 1 << 20
@@ -74,20 +78,44 @@ class _TailBuffer:
         return (bytes(self.head).decode(errors="replace") + middle + bytes(self.tail).decode(errors="replace"))
 
 
-def _rss_mb(pid: int) -> float:
-    """Resident memory of a process and its descendants in the same session, in MiB."""
-    total = 0
-    try:
-        sid = os.getsid(pid)
-    except OSError:
-        return 0.0
+def _process_table() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, session id) of every process /proc shows."""
+    table = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            if os.getsid(int(entry)) != sid:
-                continue
-            with open(f"/proc/{entry}/statm") as f:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            table[int(entry)] = (int(fields[1]), int(fields[3]))
+        except (OSError, ValueError, IndexError):
+            continue
+    return table
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid`, its descendants (whatever session they started), and the processes of its session.
+    A sandboxed process's orphans re-parent to the sandbox's init, so they stay in the tree."""
+    table = _process_table()
+    session = table.get(pid, (0, -1))[1]
+    children: dict[int, list[int]] = {}
+    for child, (parent, _) in table.items():
+        children.setdefault(parent, []).append(child)
+    found, todo = set(), [pid, *(p for p, (_, sid) in table.items() if sid == session and sid > 0)]
+    while todo:
+        current = todo.pop()
+        if current not in found:
+            found.add(current)
+            todo.extend(children.get(current, ()))
+    return sorted(found & table.keys())
+
+
+def _rss_mb(pid: int) -> float:
+    """Resident memory of a process and all of its descendants, in MiB."""
+    total = 0
+    for member in _tree(pid):
+        try:
+            with open(f"/proc/{member}/statm") as f:
                 total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         except (OSError, ValueError, IndexError):
             continue
@@ -103,11 +131,27 @@ def _state(pid: int) -> str:
         return ""
 
 
+def _signal_tree(pid: int, sig: signal.Signals) -> bool:
+    """Signal `pid` and every process of its tree; False when `pid` is gone."""
+    members = _tree(pid) if pid > 0 else []
+    if pid not in members:
+        return False
+    for member in members:
+        try:
+            os.kill(member, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return True
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    for _ in range(3):  # a process forking while we kill is caught on the next pass
+        if not _signal_tree(proc.pid, signal.SIGKILL):
+            break
     try:
         proc.kill()
     except ProcessLookupError:
@@ -211,7 +255,7 @@ class Child:
     """One sandboxed child process: start it early (imports overlap other work), then `wait`."""
 
     def __init__(self, module: str, args: list[str], *, env: dict[str, str] | None = None,
-                 cwd: str | None = None, output_limit_bytes: int = 64 << 10) -> None:
+                 cwd: str | None = None, output_limit_bytes: int = 64 << 10, jail: Jail | None = None) -> None:
         global _OWN_RECORDED
         if not _OWN_RECORDED:
             _OWN_CHILDREN.update(_orphans())
@@ -223,9 +267,11 @@ class Child:
         if child_env.get("PYTHONPATH"):  # the child runs in a folder of its own: PYTHONPATH=src must still reach src
             child_env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in child_env["PYTHONPATH"].split(os.pathsep) if p)
         child_env["PYTHONUNBUFFERED"] = "1"
+        self.sandboxed = jail is not None
+        prefix = jail_command(jail, child_env) if jail is not None else []
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", module, *args],
+            [*prefix, sys.executable, "-m", module, *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             pass_fds=(write_fd,), env=child_env, cwd=cwd, start_new_session=True,
         )
@@ -293,6 +339,8 @@ class Child:
             raise
         self.kill()
         outcome.returncode = proc.returncode
+        if self.sandboxed and proc.returncode is not None and 128 < proc.returncode < 128 + 65:
+            outcome.returncode = 128 - proc.returncode  # bwrap exits 128+N for a child killed by signal N
         outcome.output = self._output.text()
         outcome.seconds += time.monotonic() - start
         return outcome
@@ -323,11 +371,12 @@ class Child:
         return messages
 
     def pause(self) -> None:
-        """Stop the child's whole process group (SIGSTOP) until `resume`; returns once the group's
-        leader is stopped, so nothing it does overlaps what the caller does next."""
+        """Stop the child's whole process tree (SIGSTOP) until `resume`; returns once each of its
+        processes is stopped, so nothing it does overlaps what the caller does next."""
         if self._signal(signal.SIGSTOP):
             deadline = time.monotonic() + 1.0
-            while _state(self.proc.pid) not in ("T", "t", "Z", "X", "") and time.monotonic() < deadline:
+            while time.monotonic() < deadline and any(
+                    _state(p) not in ("T", "t", "Z", "X", "") for p in _tree(self.proc.pid)):
                 time.sleep(0.001)
 
     def resume(self) -> None:
@@ -340,8 +389,8 @@ class Child:
         try:
             os.killpg(self.proc.pid, sig)
         except (ProcessLookupError, PermissionError):
-            return False
-        return True
+            pass
+        return _signal_tree(self.proc.pid, sig)
 
     def kill(self) -> None:
         """Kill the child's whole process group and any orphan it left; idempotent."""
@@ -360,9 +409,9 @@ class Child:
 
 def run_child(module: str, args: list[str], *, timeout_s: float, mem_limit_mb: float, output_limit_bytes: int,
               env: dict[str, str] | None = None, on_message: Callable[[dict[str, Any]], str | None] | None = None,
-              cwd: str | None = None) -> ChildOutcome:
+              cwd: str | None = None, jail: Jail | None = None) -> ChildOutcome:
     """Start `python -m module *args` and wait for it (see `Child`)."""
-    child = Child(module, args, env=env, cwd=cwd, output_limit_bytes=output_limit_bytes)
+    child = Child(module, args, env=env, cwd=cwd, output_limit_bytes=output_limit_bytes, jail=jail)
     return child.wait(timeout_s=timeout_s, mem_limit_mb=mem_limit_mb, on_message=on_message)
 
 

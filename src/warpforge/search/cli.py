@@ -64,6 +64,9 @@ def add_optimize_parser(sub: Any) -> None:
     p.add_argument("--ray-address", help="an existing Ray cluster for --executor ray (auto, ray://host:10001)")
     p.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live table")
     p.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
+    from warpforge.cli import add_sandbox_option
+
+    add_sandbox_option(p)
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -79,7 +82,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     llm = LLMClient(models, timeout_s=args.llm_timeout, concurrency=args.concurrency, selection=args.selection,
                     seed=args.seed)
     llm.check()
-    eval_cfg = EvalConfig(device=args.device, size=args.size, **({"timeout_s": args.timeout} if args.timeout else {}))
+    from warpforge.cli import sandbox_from_args
+
+    eval_cfg = EvalConfig(device=args.device, size=args.size, sandbox=sandbox_from_args(args),
+                          **({"timeout_s": args.timeout} if args.timeout else {}))
     if eval_cfg.device == "cuda":
         from warpforge.config import cuda_available
 

@@ -12,6 +12,8 @@ from warpforge.errors import UsageError
 
 
 def add_train_parser(sub: Any) -> None:
+    from warpforge.cli import add_sandbox_option
+
     t = sub.add_parser("train", help="train kernel-writing models on warpforge rewards (SFT, self-training, GRPO)")
     ts = t.add_subparsers(dest="train_command", required=True)
 
@@ -46,6 +48,7 @@ def add_train_parser(sub: Any) -> None:
     g.add_argument("--max-completion-length", type=int, default=4096)
     g.add_argument("--device", choices=["cpu", "cuda"], help="where candidates are evaluated")
     g.add_argument("--no-bench", action="store_true", help="reward correctness only (no timing)")
+    add_sandbox_option(g)
     g.add_argument("--executor", choices=["local", "ray"], help="score each batch in parallel: local workers (one per GPU) or Ray")
     g.add_argument("--workers", type=int, help="evaluation workers (default: one per GPU)")
     g.add_argument("--ray-address", help="an existing Ray cluster (auto, ray://host:10001)")
@@ -60,6 +63,7 @@ def add_train_parser(sub: Any) -> None:
         p.add_argument("--device", choices=["cpu", "cuda"], help="where candidates are evaluated")
         p.add_argument("--gen-device", default="cpu", help="where the model generates (cpu, cuda)")
         p.add_argument("--no-bench", action="store_true")
+        add_sandbox_option(p)
 
     st = ts.add_parser("self-train", help="one self-training round: sample, keep what the evaluator accepts")
     sampling(st)
@@ -83,8 +87,9 @@ def add_train_parser(sub: Any) -> None:
 
 def _eval_config(args: argparse.Namespace) -> Any:
     from warpforge import EvalConfig
+    from warpforge.cli import sandbox_from_args
 
-    return EvalConfig(device=args.device, bench=not args.no_bench)
+    return EvalConfig(device=args.device, bench=not args.no_bench, sandbox=sandbox_from_args(args))
 
 
 def _settings(args: argparse.Namespace) -> Any:
