@@ -451,3 +451,19 @@ def test_headless_chromium_renders_the_pages(report, tmp_path):
                         "--window-size=1280,1600", page.resolve().as_uri()],
                        check=True, capture_output=True, timeout=120)
         assert shot.stat().st_size > 10_000
+
+
+def test_every_page_says_when_a_run_was_unsandboxed(tmp_path):
+    a = Archive(tmp_path / "mixed.db")
+    a.run("run-safe", {"strategy": "evolve", "eval": {"sandbox": True}})
+    a.run("run-open", {"strategy": "evolve", "eval": {"sandbox": False}})
+    a.task("level1/relu")
+    a.evaluate(a.candidate("run-open", "level1/relu", 0, "class ModelNew: ..."), "correct", "done", 1.5)
+    a.db.commit()
+    index = write_report(tmp_path / "mixed.db", tmp_path / "site")
+    for page in [index, *(tmp_path / "site" / "tasks").iterdir()]:
+        text = page.read_text()
+        assert "Unsandboxed" in text and "run-open" in text and "run-safe" not in text.split("Unsandboxed")[1][:300]
+    a.db.execute("DELETE FROM runs WHERE id = 'run-open'")
+    a.db.commit()
+    assert "Unsandboxed" not in write_report(tmp_path / "mixed.db", tmp_path / "site2").read_text()

@@ -21,7 +21,7 @@ import jinja2
 from warpforge.errors import UsageError
 from warpforge.report import plots
 from warpforge.report.pages import (index_context, positive, read_archive, reason_of, review_of, stage_of, status_of,
-                                    task_context)
+                                    task_context, unsandboxed_runs)
 
 
 def _speedup(v: float | None) -> str:
@@ -60,7 +60,8 @@ def write_report(archive_path: str | Path, out_dir: str | Path) -> Path:
     except OSError as exc:
         raise UsageError(f"cannot create the report folder {out} ({exc.strerror}): pick a writable --out") from None
     env = environment()
-    common = {"view": view, "generated": time.time(), "status_colors": plots.STATUS_COLORS}
+    common = {"view": view, "generated": time.time(), "status_colors": plots.STATUS_COLORS,
+              "unsandboxed": unsandboxed_runs(view)}
     for task in view.tasks:
         page = env.get_template("task.html").render(**common, **task_context(view, task), root="../")
         (out / "tasks" / task.page).write_text(page, encoding="utf-8")

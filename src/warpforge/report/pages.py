@@ -131,6 +131,20 @@ class ArchiveView:
     """Candidate id → ids of the attempts that name it as a parent."""
 
 
+def unsandboxed_runs(view: ArchiveView) -> list[str]:
+    """Runs whose candidates were evaluated without the OS sandbox (`--no-sandbox`): every page says so."""
+    found = []
+    for run in view.runs:
+        try:
+            config = json.loads(run.config)
+        except ValueError:
+            continue
+        evaluation = config.get("eval") if isinstance(config, dict) else None
+        if isinstance(evaluation, dict) and evaluation.get("sandbox") is False:
+            found.append(run.run.id)
+    return found
+
+
 def _page_names(names: Iterable[str]) -> dict[str, str]:
     """A file name per task: safe characters only, unique even on case-insensitive file systems."""
     pages: dict[str, str] = {}
