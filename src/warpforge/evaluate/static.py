@@ -1,82 +1,139 @@
-"""Static checks on a candidate's source, before any of it runs (parse only, in the parent).
+"""Static checks on a candidate's source before any of it runs (parse only, in the parent).
 
-Rejects what the policy forbids outright — harness introspection, raw process/thread/stream
-control, dynamic code execution, file reads — and notes what the candidate is made of
-(CUDA C++, NVRTC, Triton, C++) and the names of its kernels, so the profile stage can tell
-custom kernels from library calls. This is the first line of defence only: obfuscated code
-can slip past an AST walk, which is why every property is also checked at run time.
-"""
+Behaviour decides: the OS sandbox contains file, network and process access, and run-time checks
+catch tampering with the harness and the timer. These rules are only a cheap pre-filter, each with
+its why: for what behaviour cannot see (rewriting the harness's memory in-process, precision flags)
+or as early, readable refusals; obfuscated code slips past them. Also names languages and kernels."""
 
 from __future__ import annotations
 
 import ast
 import re
+import symtable
+from collections import Counter
 from dataclasses import dataclass, field
 
 from warpforge import pysource
 
 # An allow-list: a candidate may import only what kernels are written with. Anything else
 # (io, runpy, sys, time, ...) is refused, which is what stops obfuscated file reads, process
-# tricks and harness introspection; FORBIDDEN_IMPORTS below gives the reason for common ones.
+# tricks and harness introspection; FORBIDDEN_MODULES below gives the reason for common ones.
 ALLOWED_IMPORTS = {
     "torch", "triton", "cupy", "cupyx", "numpy", "cuda", "math", "functools", "itertools", "typing",
     "dataclasses", "collections", "operator", "os", "enum", "abc", "__future__", "warnings", "numbers",
+    "ctypes",  # for pointers and sizes; its raw-memory parts are refused by CTYPES_FORBIDDEN
 }
-OS_ALLOWED = {"environ", "path", "getenv", "cpu_count", "sep"}
+# what of os a kernel needs (settings, a build folder); the rest starts processes, changes files or exits
+OS_ALLOWED = {"environ", "path", "getenv", "cpu_count", "sep", "makedirs", "getcwd"}
 DUNDERS_ALLOWED = {"__init__", "__name__", "__doc__"}
-# module -> why importing it is refused
-FORBIDDEN_IMPORTS = {
+# module -> why it is refused, whether imported or reached as an attribute of another module
+# (torch.utils.cpp_extension re-exports subprocess, shutil, glob, os, sys, importlib, sysconfig)
+FORBIDDEN_MODULES = {
     "threading": "background threads can hide work from the timer",
     "_thread": "background threads can hide work from the timer",
     "concurrent": "thread and process pools can hide work from the timer",
     "multiprocessing": "other processes can hide work from the timer",
     "subprocess": "candidates may not start processes",
     "signal": "candidates may not handle signals",
-    "ctypes": "raw memory access can rewrite the harness",
     "gc": "walking the garbage collector reaches harness objects",
     "inspect": "frame inspection reaches harness objects",
+    "traceback": "walking the stack reaches harness frames",
     "importlib": "dynamic imports bypass these checks",
     "builtins": "patching builtins tampers with the harness",
+    "sys": "the interpreter's state (modules, frames, exit) reaches the harness",
     "warpforge": "candidates may not import the evaluator",
     "pickle": "candidates may not load pickled data",
     "socket": "candidates may not use the network",
+    "urllib": "candidates may not use the network",
+    "http": "candidates may not use the network",
     "glob": "candidates may not search the filesystem",
     "shutil": "candidates may not manipulate files",
     "pathlib": "candidates may not read files",
+    "io": "candidates may not read files",
+    "tempfile": "candidates may not write files",
+    "sysconfig": "it locates the interpreter's files, for process and file tricks",
+    "setuptools": "build tools start processes",
 }
 FORBIDDEN_CALLS = {
     "exec": "dynamic code execution", "eval": "dynamic code execution", "compile": "dynamic code execution",
     "__import__": "dynamic imports", "open": "reading or writing files", "globals": "harness introspection",
     "breakpoint": "debugger hooks", "setattr": "patching objects by name", "delattr": "patching objects by name",
     "vars": "reaching into namespaces", "locals": "harness introspection", "__builtins__": "reaching the builtins",
-    "input": "reading standard input", "memoryview": "raw memory access",
+    "input": "reading standard input (the harness's command pipe)", "memoryview": "raw memory access",
 }
-# attribute chains (suffix match) -> why
+# attribute chains (matched as whole segments anywhere in the resolved chain) -> why
 FORBIDDEN_ATTRS = {
     "os._exit": "exiting the process early", "os.fork": "starting processes", "os.kill": "signalling processes",
     "os.system": "starting processes", "os.popen": "starting processes", "os.write": "writing raw file descriptors",
     "os.listdir": "searching the filesystem", "os.walk": "searching the filesystem", "os.scandir": "searching the filesystem",
     "sys._getframe": "frame inspection", "sys.modules": "reaching into loaded modules", "sys.exit": "exiting early",
     "sys.settrace": "tracing the harness", "sys.setprofile": "tracing the harness",
+    # bench.time_calls syncs the whole device before its end event, and the worker fingerprints outputs
+    # at return and after a sync, so a side stream's work is counted or caught: refused early all the same
     "torch.cuda.Stream": "side streams hide work from the timer", "torch.cuda.stream": "side streams hide work from the timer",
     "torch.cuda.set_stream": "side streams hide work from the timer",
     "torch.cuda.ExternalStream": "side streams hide work from the timer",
     "cuda.Stream": "side streams hide work from the timer", "cuda.ExternalStream": "side streams hide work from the timer",
+    # Inductor's compile pools run whatever is submitted to them, off the timed call
+    "torch._inductor.async_compile": "thread pools hide work from the timer",
+    "torch._inductor.compile_worker": "process pools hide work from the timer",
+    "ThreadPoolExecutor": "thread pools hide work from the timer", "Thread": "background threads hide work from the timer",
     "torch.load": "reading files", "torch.save": "writing files", "torch.from_file": "reading files",
+    "torch.serialization": "reading and writing files", "torch.jit.load": "reading files", "torch.jit.save": "writing files",
+    "torch.export.load": "reading files", "torch.export.save": "writing files", "torch.package": "reading and writing files",
+    "torch.hub": "downloading from the network (urlopen, download_url_to_file, load)",
+    "torch.utils.model_zoo": "downloading from the network", "torch.distributed": "using the network",
     "numpy.load": "reading files", "numpy.save": "writing files", "numpy.fromfile": "reading files",
-    "numpy.memmap": "reading files", "numpy.loadtxt": "reading files", "cupy.load": "reading files",
+    "numpy.memmap": "reading files", "numpy.loadtxt": "reading files", "numpy.genfromtxt": "reading files",
+    "numpy.fromregex": "reading files", "numpy.savetxt": "writing files", "numpy.savez": "writing files",
+    "numpy.savez_compressed": "writing files", "numpy.DataSource": "reading files and URLs",
+    "numpy.lib.npyio": "reading and writing files", "numpy.lib.format": "reading and writing files",
+    "numpy.lib._datasource": "reading files and URLs", "numpy.f2py": "running a compiler",
+    "numpy.ctypeslib": "loading libraries and wrapping any address as an array",
+    "cupy.load": "reading files", "cupy.save": "writing files", "cupy.savez": "writing files",
+    "cupy.savez_compressed": "writing files", "cupy.fromfile": "reading files",
     "torch.set_float32_matmul_precision": "changing the task's precision",
-    "allow_tf32": "changing the task's precision", "allow_fp16_reduced_precision_reduction": "changing the task's precision",
+    "allow_tf32": "changing the task's precision", "fp32_precision": "changing the task's precision",
+    "allow_fp16_reduced_precision_reduction": "changing the task's precision",
     "allow_bf16_reduced_precision_reduction": "changing the task's precision",
 }
+# attribute names refused on any object (arrays, storages, ctypes types) -> why
+FORBIDDEN_METHODS = {
+    "tofile": "writing files (ndarray.tofile)", "dump": "writing pickles to files (ndarray.dump)",
+    "from_file": "mapping files (Storage.from_file)", "urlopen": "using the network",
+    "urlretrieve": "using the network", "download_url_to_file": "using the network",
+    "load_state_dict_from_url": "using the network",
+    "from_address": "a ctypes object over any address rewrites the harness's memory in-process",
+    "in_dll": "reading a loaded library's memory",
+}
+# What of ctypes is refused: the parts that read or write any address of this process, or call C
+# functions. The harness shares this process, so the sandbox cannot contain them.
+CTYPES_FORBIDDEN = {
+    "memmove": "it copies to any address", "memset": "it writes any address",
+    "string_at": "it reads any address", "wstring_at": "it reads any address",
+    "c_char_p": "it reads the string at any address", "c_wchar_p": "it reads the string at any address",
+    "pointer": "its pointers index past their object", "py_object": "it turns any address into a Python object",
+    "pythonapi": "it calls the interpreter's C API", "CDLL": "it calls C functions (libc among them)",
+    "cdll": "it calls C functions (libc among them)", "PyDLL": "it calls C functions",
+    "pydll": "it calls C functions", "LibraryLoader": "it calls C functions", "CFUNCTYPE": "it calls C functions",
+    "PYFUNCTYPE": "it calls C functions", "util": "it finds libraries to load",
+}
+# patterns in the C++/CUDA source strings -> why. The sandbox contains files, processes and the
+# network; these refuse the plain calls early, with a reason a model can act on.
 FORBIDDEN_NATIVE = {
     r"\bcudaStreamCreate": "side streams hide work from the timer",
     r"\bcuStreamCreate": "side streams hide work from the timer",
     r"\bstd::thread\b|\bpthread_create\b|\bstd::async\b": "background threads can hide work from the timer",
-    r"\bfork\s*\(|\bexecv|\bsystem\s*\(": "starting processes",
-    r"\bfopen\s*\(|\bifstream\b|\bopen\s*\(\s*\"": "reading files",
+    r"\b(?:v?fork|exec[lv]\w*|posix_spawnp?|popen|system)\s*\(": "starting processes",
+    r"\b(?:f?open|freopen|fdopen|openat|creat|mmap)\s*\(|\b(?:std::)?(?:basic_)?[io]?fstream\b|\bfilebuf\b"
+    r"|std::filesystem|<fstream>": "reading or writing files",
+    r"\bdl(?:m?open|sym)\b": "loading libraries at run time",
+    r"\b(?:socket|connect|getaddrinfo|gethostbyname)\s*\(": "using the network",
+    r"\bsyscall\b": "raw system calls",
     r"\bcudaCtxResetPersistingL2Cache|cudaLimitPersistingL2CacheSize|accessPolicyWindow": "pinning data in L2 defeats the cache flush",
 }
+# a string is C++/CUDA source if it has one of these (";": a body kept apart from its #include)
+NATIVE_MARKERS = ("__global__", "__device__", "#include", "PYBIND11", "torch::", "std::", 'extern "C"', ";")
 GLOBAL_KERNEL = re.compile(r"__global__\s+\w[\w\s:<>,*]*?\b(\w+)\s*\(")
 LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
 
@@ -94,17 +151,25 @@ def check_source(source: str, allow_tf32: bool = False) -> StaticReport:
     """Parse and vet a candidate; never executes it."""
     try:
         tree = pysource.parse(source)
+        scopes = symtable.symtable(source, "<candidate>", "exec")
     except SyntaxError as exc:
         return StaticReport(syntax_error=f"line {exc.lineno}: {exc.msg}")
-    strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
-    native = "\n".join(s for s in strings if "__global__" in s or "#include" in s or "PYBIND11" in s or "torch::" in s)
-    problem = _python_problem(tree, allow_tf32) or _native_problem(native)
+    native = "\n".join(s for s in _strings(tree) if any(m in s for m in NATIVE_MARKERS))
+    problem = _python_problem(tree, _builtin_reads(scopes), allow_tf32) or _native_problem(native)
     if "ModelNew" not in {n.name for n in tree.body if isinstance(n, ast.ClassDef)} and not any(
             isinstance(n, (ast.Assign, ast.ImportFrom)) and "ModelNew" in ast.dump(n) for n in tree.body):
         return StaticReport(syntax_error="the candidate does not define class ModelNew")
     kernels = set(GLOBAL_KERNEL.findall(LAUNCH_BOUNDS.sub(" ", native)))
     kernels |= _triton_kernels(tree)
     return StaticReport(rejected=problem, languages=_languages(source), kernel_names=tuple(sorted(kernels)))
+
+
+def _strings(tree: ast.Module) -> list[str]:
+    """String constants, docstrings left out (prose that names a C function is not a call of it)."""
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
 
 
 def _dotted(node: ast.AST) -> str:
@@ -117,56 +182,197 @@ def _dotted(node: ast.AST) -> str:
     return ".".join(reversed(parts))
 
 
-def _python_problem(tree: ast.Module, allow_tf32: bool) -> str | None:
+def _resolve(node: ast.AST, aliases: dict[str, str]) -> str:
+    """The attribute chain with its first name replaced by what it was imported as; a chain on
+    anything but a name (a call, a subscript) starts with "<expr>"."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    head = aliases.get(node.id, node.id) if isinstance(node, ast.Name) else "<expr>"
+    return ".".join([head, *reversed(parts)])
+
+
+def _aliases(tree: ast.Module) -> dict[str, str]:
     aliases: dict[str, str] = {}
     for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                root = alias.name.split(".")[0]
+                aliases[alias.asname or root] = alias.name if alias.asname else root
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return aliases
+
+
+def _python_problem(tree: ast.Module, builtins: set[str], allow_tf32: bool) -> str | None:
+    aliases = _aliases(tree)
+    on_current_stream = _current_stream_wrappers(tree, aliases)
+    for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            for name in names:
-                root = name.split(".")[0]
-                if root in FORBIDDEN_IMPORTS:
-                    return f"imports {name}: {FORBIDDEN_IMPORTS[root]}"
-                if root not in ALLOWED_IMPORTS and not (isinstance(node, ast.ImportFrom) and node.level):
-                    return (f"imports {name}: only {', '.join(sorted(ALLOWED_IMPORTS))} may be imported")
-            if isinstance(node, ast.ImportFrom):
-                for alias in node.names:
-                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-            else:
-                for alias in node.names:
-                    aliases[alias.asname or alias.name] = alias.name
-        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_CALLS:
-            return f"uses {node.id}(): {FORBIDDEN_CALLS[node.id]} is not allowed"
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
-              and (len(node.args) < 2 or not isinstance(node.args[1], ast.Constant))):
-            return f"uses {node.func.id}() with a computed attribute name, which hides what it reaches"
+            problem = _import_problem(node, allow_tf32)
+        elif isinstance(node, ast.Call):
+            problem = _call_problem(node, aliases, allow_tf32)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("__") \
                 and node.value.endswith("__") and node.value not in DUNDERS_ALLOWED and len(node.value) > 4:
-            return f"names {node.value!r}: introspection is not allowed"
+            problem = f"names {node.value!r}: introspection is not allowed"
+        elif isinstance(node, ast.Name) and node.id in builtins:
+            problem = f"uses {node.id}(): {FORBIDDEN_CALLS[node.id]} is not allowed"
         elif isinstance(node, ast.Name) and node.id in aliases:
-            problem = _attr_problem(aliases[node.id], allow_tf32)
-            if problem:
-                return problem
-        elif isinstance(node, ast.Attribute):
-            dotted = _dotted(node)
-            head, _, rest = dotted.partition(".")
-            full = f"{aliases.get(head, head)}.{rest}" if rest else aliases.get(head, head)
-            problem = _attr_problem(full, allow_tf32)
-            if node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in DUNDERS_ALLOWED:
-                problem = f"touches {node.attr}: introspection is not allowed"
-            elif problem is None and full.startswith("os.") and full.split(".")[1] not in OS_ALLOWED:
-                problem = f"uses {full}: only os.{', os.'.join(sorted(OS_ALLOWED))} are allowed"
-            if problem:
-                return problem
+            problem = _chain_problem(aliases[node.id], allow_tf32)
+        elif isinstance(node, ast.Attribute) and id(node) not in on_current_stream:
+            problem = _attribute_problem(node, aliases, allow_tf32)
+        else:
+            problem = None
+        if problem:
+            return problem
+    return None
+
+
+def _import_problem(node: ast.Import | ast.ImportFrom, allow_tf32: bool) -> str | None:
+    if isinstance(node, ast.ImportFrom) and node.level:
+        return None  # relative: the candidate's own package
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    elif any(a.name == "*" for a in node.names):
+        return f"imports * from {node.module}: a star import hides which names the candidate uses"
+    else:
+        names = [f"{node.module}.{a.name}" for a in node.names]
+    for name in names:
+        root = name.split(".")[0]
+        if root in FORBIDDEN_MODULES:
+            return f"imports {name}: {FORBIDDEN_MODULES[root]}"
+        if root not in ALLOWED_IMPORTS:
+            return f"imports {name}: only {', '.join(sorted(ALLOWED_IMPORTS))} may be imported"
+        problem = _chain_problem(name, allow_tf32)
+        if problem:
+            return problem
+    return None
+
+
+def _attribute_problem(node: ast.Attribute, aliases: dict[str, str], allow_tf32: bool) -> str | None:
+    if node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in DUNDERS_ALLOWED:
+        return f"touches {node.attr}: introspection is not allowed"
+    return _chain_problem(_resolve(node, aliases), allow_tf32)
+
+
+def _call_problem(node: ast.Call, aliases: dict[str, str], allow_tf32: bool) -> str | None:
+    func = node.func
+    if isinstance(func, ast.Name) and func.id in ("getattr", "hasattr"):
+        if len(node.args) < 2 or not (isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+            return f"uses {func.id}() with a computed attribute name, which hides what it reaches"
+        # getattr(x, "name") reaches what x.name does
+        return _chain_problem(f"{_resolve(node.args[0], aliases)}.{node.args[1].value}", allow_tf32)
+    if isinstance(func, ast.Call) and _resolve(func.func, aliases) == "ctypes.POINTER":
+        return "makes a ctypes pointer object: indexing it reads and writes past its target, the harness's memory"
+    if _resolve(func, aliases) == "ctypes.cast" and not _scalar_ctype(_argument(node, 1, "typ"), aliases):
+        return ("uses ctypes.cast to a pointer or object type: it reads and writes any address, the harness's "
+                "memory among them (cast to c_void_p, c_int, ... instead)")
+    return None
+
+
+def _argument(call: ast.Call, position: int, keyword: str) -> ast.AST | None:
+    if len(call.args) > position:
+        return call.args[position]
+    return next((k.value for k in call.keywords if k.arg == keyword), None)
+
+
+def _scalar_ctype(node: ast.AST | None, aliases: dict[str, str]) -> bool:
+    if node is None:
+        return False
+    name = _resolve(node, aliases)
+    return name.startswith("ctypes.c_") and name.count(".") == 1 and name.split(".")[1] not in CTYPES_FORBIDDEN
+
+
+def _chain_problem(dotted: str, allow_tf32: bool) -> str | None:
+    """Judge a resolved attribute chain: its rules, then every segment that names a module."""
+    problem = _attr_problem(dotted, allow_tf32)
+    if problem:
+        return problem
+    parts = dotted.split(".")
+    for i, part in enumerate(parts):
+        if i and part in FORBIDDEN_MODULES:
+            return f"uses {dotted}: it reaches {part}, and {FORBIDDEN_MODULES[part]}"
+        if i and part in FORBIDDEN_METHODS:
+            return f"uses {dotted}: {FORBIDDEN_METHODS[part]} is not allowed"
+        if part == "os" and len(parts) > i + 1 and parts[i + 1] not in OS_ALLOWED:
+            return (f"uses {dotted}: only os.{', os.'.join(sorted(OS_ALLOWED))} are allowed (the rest of os "
+                    "starts processes, changes files or exits)")
+        if part == "ctypes" and len(parts) > i + 1 and _ctypes_problem(parts[i + 1]):
+            return f"uses {dotted}: {_ctypes_problem(parts[i + 1])}"
+    return None
+
+
+def _ctypes_problem(name: str) -> str | None:
+    if name in CTYPES_FORBIDDEN:
+        return f"{CTYPES_FORBIDDEN[name]}, which the sandbox cannot contain in the harness's own process"
+    if name.startswith("_"):
+        return "ctypes' internals reach raw memory and C functions"
     return None
 
 
 def _attr_problem(dotted: str, allow_tf32: bool) -> str | None:
+    padded = f".{dotted}."
     for pattern, why in FORBIDDEN_ATTRS.items():
-        if dotted == pattern or dotted.endswith("." + pattern) or (pattern == "allow_tf32" and dotted.endswith("allow_tf32")):
-            if allow_tf32 and ("tf32" in pattern or "float32_matmul" in pattern):
+        if f".{pattern}." in padded:
+            if allow_tf32 and ("tf32" in pattern or "float32_matmul" in pattern or "fp32_precision" in pattern):
                 continue
             return f"uses {dotted}: {why} is not allowed"
     return None
+
+
+def _current_stream_wrappers(tree: ast.Module, aliases: dict[str, str]) -> set[int]:
+    """The `ExternalStream` attributes of calls that wrap torch's current stream (CuPy's documented
+    way to launch on it): its work is ordered with torch's and the timer's device-wide sync counts it
+    anyway. ExternalStreams of any other handle stay refused with the side streams."""
+    assigned: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                assigned.setdefault(_dotted(target), []).append(node.value)
+    # a name also bound another way (a parameter, a loop, unpacking) may hold any handle
+    stores = Counter(_dotted(n) for n in ast.walk(tree) if isinstance(getattr(n, "ctx", None), ast.Store))
+    stores.update(a.arg for a in ast.walk(tree) if isinstance(a, ast.arg))
+    assigned = {name: values for name, values in assigned.items() if len(values) == stores[name]}
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "ExternalStream":
+            handle = _argument(node, 0, "ptr")
+            if handle is not None and _is_current_stream(handle, assigned, aliases, "cuda_stream"):
+                found.add(id(node.func))
+    return found
+
+
+def _is_current_stream(expr: ast.AST, assigned: dict[str, list[ast.AST]], aliases: dict[str, str], want: str,
+                       depth: int = 0) -> bool:
+    """`want` is "cuda_stream" for the stream's handle, "" for the stream object."""
+    if depth > 4:
+        return False
+    if want and isinstance(expr, ast.Attribute) and expr.attr == want:
+        return _is_current_stream(expr.value, assigned, aliases, "", depth + 1)
+    if not want and isinstance(expr, ast.Call):
+        return _resolve(expr.func, aliases) == "torch.cuda.current_stream"
+    name = _dotted(expr)
+    values = assigned.get(name, []) if name else []
+    return bool(values) and all(_is_current_stream(v, assigned, aliases, want, depth + 1) for v in values)
+
+
+def _builtin_reads(table: symtable.SymbolTable) -> set[str]:
+    """The forbidden builtins read somewhere. A name that a function binds (a parameter such as
+    `input`, an assignment) is that function's own and never the builtin; at module or class
+    level a binding may be skipped or deleted, so a read there may still reach the builtin."""
+    found = {sym.get_name() for sym in table.get_symbols() if sym.get_name() in FORBIDDEN_CALLS
+             and sym.is_referenced() and not _bound_in_function(table, sym)}
+    for child in table.get_children():
+        found |= _builtin_reads(child)
+    return found
+
+
+def _bound_in_function(table: symtable.SymbolTable, sym: symtable.Symbol) -> bool:
+    if sym.is_free():  # a local of an enclosing function
+        return True
+    return table.get_type() == "function" and sym.is_local() and not sym.is_global()
 
 
 def _native_problem(native: str) -> str | None:

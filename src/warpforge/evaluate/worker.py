@@ -160,9 +160,51 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+# Threads that torch.compile's machinery starts and keeps (seen on an H100: Inductor's
+# "InductorSubproc" reader, tqdm's monitor; also Inductor's watchdog), told apart by the file of the
+# code they run, not by name, which any thread can take. Inductor also compiles in a
+# ThreadPoolExecutor, whose workers run stdlib code: see _pool_job_is_machinery.
+_SITE = os.path.dirname(os.path.dirname(os.path.realpath(torch.__file__)))
+_MACHINERY_CODE = tuple(os.path.join(_SITE, *p.split("/")) + os.sep for p in ("torch/_inductor", "torch/_dynamo", "triton", "tqdm"))
+_current_frames = sys._current_frames  # bound now, as the guard binds what it checks
+_POOL_WORKER = os.path.realpath(os.path.join(os.path.dirname(threading.__file__), "concurrent", "futures", "thread.py"))
+
+
 def _new_threads(before: set[threading.Thread]) -> str | None:
-    extra = [t.name for t in threading.enumerate() if t not in before and t.is_alive()]
+    extra = [t.name for t in threading.enumerate() if t not in before and t.is_alive() and not _machinery_thread(t)]
     return f"the candidate started background threads ({', '.join(extra)}), which can hide work from the timer" if extra else None
+
+
+def _machinery_thread(thread: threading.Thread) -> bool:
+    if _type(thread).run is not threading.Thread.run:  # a Thread subclass (tqdm's monitor) runs its own run()
+        return _code_file(_type(thread).run).startswith(_MACHINERY_CODE)
+    target = getattr(thread, "_target", None)
+    if _code_file(target) == _POOL_WORKER:
+        return _pool_job_is_machinery(thread)
+    return _code_file(target).startswith(_MACHINERY_CODE)  # a torch op as target has no code: not exempt
+
+
+def _pool_job_is_machinery(thread: threading.Thread) -> bool:
+    """An executor's worker is the machinery's while idle or running the machinery's job; one
+    running the candidate's function (or a torch op handed to the pool) is the candidate's."""
+    frame = _current_frames().get(thread.ident or -1)
+    while frame is not None:
+        if frame.f_code.co_name == "run" and os.path.realpath(frame.f_code.co_filename) == _POOL_WORKER:
+            return _code_file(getattr(frame.f_locals.get("self"), "fn", None)).startswith(_MACHINERY_CODE)
+        frame = frame.f_back
+    return True
+
+
+def _code_file(fn: Any) -> str:
+    """The source file of a function, bound method or functools.partial of one; "" for builtins."""
+    from functools import partial
+
+    for _ in range(8):
+        if _type(fn) is not partial:
+            break
+        fn = fn.func
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    return os.path.realpath(code.co_filename) if _type(code) is _type(_code_file.__code__) else ""
 
 
 def _bits(values: list[Any]) -> list[Any]:
