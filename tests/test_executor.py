@@ -152,7 +152,9 @@ def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _built(cache: Path) -> list[Path]:
-    return sorted(cache.glob("compile/torch_extensions/*/*/*.so"))
+    """Extension builds in the shared compile cache (sandboxed: published under the source's key)."""
+    return sorted([*cache.glob("compile/torch_extensions/*/*/*.so"),
+                   *cache.glob("compile/sandboxed/*/torch_extensions/*/*.so")])
 
 
 def test_precompile_fills_the_cache_that_the_evaluation_then_uses(build_cache: Path) -> None:
@@ -241,11 +243,20 @@ def test_the_throughput_corpus_is_100_distinct_candidates_the_policy_accepts(tmp
 def test_cpu_workers_share_the_cores_unless_the_user_set_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
-    slots = local_slots(CONFIG, workers=2)
-    assert [s.env.get("OMP_NUM_THREADS") for s in slots] == ["4", "4"]  # type: ignore[attr-defined]
-    assert local_slots(CONFIG, workers=16)[0].env["MKL_NUM_THREADS"] == "1"  # type: ignore[attr-defined]
-    monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    assert "OMP_NUM_THREADS" not in local_slots(CONFIG, workers=2)[0].env  # type: ignore[attr-defined]
+    started: list[Any] = []
+
+    def slots(workers: int) -> list[Any]:
+        started.extend(local_slots(CONFIG, workers=workers))
+        return started[-workers:]
+
+    try:
+        assert [s.env.get("OMP_NUM_THREADS") for s in slots(2)] == ["4", "4"]
+        assert slots(16)[0].env["MKL_NUM_THREADS"] == "1"
+        monkeypatch.setenv("OMP_NUM_THREADS", "3")
+        assert "OMP_NUM_THREADS" not in slots(2)[0].env
+    finally:
+        for s in started:  # each has a worker process and a temporary root
+            s.close()
 
 
 def _throughput_module() -> Any:
@@ -316,3 +327,105 @@ def test_ray_compile_jobs_fill_the_same_cache(ray_cluster: Any, build_cache: Pat
         compiler.close()
     assert done["status"] == "compiled" and broken["status"] == "compile_error"
     assert len(_built(build_cache)) == 1  # the build the local compile jobs made, found by the Ray task
+
+
+DAEMON_CANDIDATE = """
+import subprocess, sys, time
+import torch.nn as nn
+
+# a daemon in a session of its own (outside its process group), then hang: the worker is killed meanwhile
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "MARKER"], start_new_session=True,
+                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(120)
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        return a @ b
+"""
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name (state first); None when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _marked(marker: str) -> list[int]:
+    """Live (not zombie) processes whose command line carries `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                stat = _proc_stat(int(entry))
+                if stat and stat[0] not in "ZX":
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """pid -> start time of every live descendant of `pid`."""
+    found: dict[int, str] = {}
+    todo = [pid]
+    while todo:
+        for path in Path(f"/proc/{todo.pop()}/task").glob("*/children"):
+            try:
+                children = [int(c) for c in path.read_text().split()]
+            except OSError:
+                continue
+            for child in children:
+                stat = _proc_stat(child)
+                if stat and child not in found:
+                    found[child] = stat[19]
+                    todo.append(child)
+    return found
+
+
+def _still_running(pid: int, started: str) -> bool:
+    stat = _proc_stat(pid)
+    return stat is not None and stat[19] == started and stat[0] not in "ZX"
+
+
+# --no-sandbox: only the driver (a subreaper) can catch the daemon; sandboxed, it dies with its namespace
+UNSANDBOXED = {"sandbox": False} if "sandbox" in {f.name for f in dataclasses.fields(EvalConfig)} else {}
+
+
+@pytest.mark.parametrize("sandboxed", [False, True])
+def test_a_killed_workers_temp_root_and_leftover_processes_are_removed(tmp_path: Path, sandboxed: bool) -> None:
+    marker = f"warpforge-test-daemon-{os.getpid()}-{time.time_ns()}"
+    candidate = tmp_path / "daemon.py"
+    candidate.write_text(DAEMON_CANDIDATE.replace("MARKER", marker))
+    config = dataclasses.replace(CONFIG, static_checks=False, timeout_s=120.0, **({} if sandboxed else UNSANDBOXED))
+    [slot] = local_slots(config, workers=1)
+    first_root = slot.tmp_root  # type: ignore[attr-defined]
+    assert first_root.is_dir() and first_root.name.startswith(f"warpforge-pool-{os.getpid()}-cpu0-")
+    (first_root / "warpforge-judge" / "candidate-1").mkdir(parents=True)  # what the worker's Judge keeps there
+    (first_root / "warpforge-judge" / "candidate-1" / "inputs.pt").write_bytes(b"\0" * 1024)
+    started: dict[int, str] = {}
+
+    def kill_once_the_daemon_runs(s: Any) -> None:
+        deadline = time.monotonic() + 90
+        while not _marked(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        started.update(_descendants(s.proc.pid))  # the Judge's processes, the candidate and its daemon
+        os.kill(s.proc.pid, signal.SIGKILL)
+
+    watcher = threading.Thread(target=kill_once_the_daemon_runs, args=(slot,), daemon=True)
+    watcher.start()
+    try:
+        results = run_jobs([Job(0, PAIRS[0][0], str(candidate))], [slot], retries=0)
+        watcher.join(timeout=5)
+        assert results[0]["status"] == "crashed" and "died" in results[0]["reason"]
+        assert not first_root.exists()  # removed when the worker died, before the pool closed
+        second_root = slot.tmp_root  # type: ignore[attr-defined]
+        assert second_root != first_root and second_root.is_dir()  # the restarted worker's own
+    finally:
+        slot.close()
+    assert not second_root.exists()
+    assert len(started) >= 3  # the reference process, the candidate and its daemon at least
+    assert not _marked(marker)  # the daemon did not outlive the batch
+    assert not [p for p, t in started.items() if _still_running(p, t)]  # nor anything else the worker started

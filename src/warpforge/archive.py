@@ -5,13 +5,17 @@ killed at any point resumes from what was recorded (`steps`, `unevaluated`). One
 guarded by a lock serves every thread; `read_only=True` opens an existing archive without
 changing anything (the report). The schema is a contract other modules and tools read directly
 (docs/archive.md). This module stores and queries; it does not choose what to try next (search/),
-render reports or export datasets (report/), and it never deletes or migrates rows.
+render reports or export datasets (report/), and it never deletes or migrates rows. LLM text is
+stored redacted (redact.py); `lock_run` gives a run one owner process at a time.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
+import re
 import secrets
 import sqlite3
 import threading
@@ -24,8 +28,9 @@ from types import TracebackType
 from typing import Any
 
 from warpforge.candidate import EvalResult
-from warpforge.errors import UsageError
+from warpforge.errors import ConfigError, UsageError
 from warpforge.propose import Proposal
+from warpforge.redact import redact, redact_data
 from warpforge.task import Task
 
 SCHEMA_VERSION = "1"
@@ -292,6 +297,10 @@ class Archive:
                            (run_id, time.time(), _to_json(config), seed)).rowcount == 1:
                 return run_id
 
+    def lock_run(self, run_id: str) -> RunLock:
+        """Take run `run_id` for this process (see `RunLock`); ConfigError when another process has it."""
+        return RunLock(self.path, run_id).acquire()
+
     def finish_run(self, run_id: str, status: str) -> None:
         if status not in RUN_STATUSES:
             raise UsageError(f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}")
@@ -319,7 +328,9 @@ class Archive:
                 "ON CONFLICT(run_id, task, step) DO NOTHING",
                 (run_id, proposal.task, step, cand.id if cand else None, cand.source if cand else None, language,
                  _to_json([int(p) for p in parents]), proposal.strategy, proposal.model, island,
-                 _to_json(dict(features or {})), proposal.prompt, proposal.reply, proposal.analysis, proposal.failure,
+                 # evaluation text arrives redacted (EvalResult); LLM text and errors do not
+                 _to_json(dict(features or {})), redact(proposal.prompt), redact(proposal.reply),
+                 redact(proposal.analysis), redact(proposal.failure),
                  proposal.prompt_tokens, proposal.completion_tokens, proposal.cost_usd, proposal.seconds, time.time()))
             row = self._conn.execute("SELECT id FROM candidates WHERE run_id=? AND task=? AND step=?",
                                      (run_id, proposal.task, step)).fetchone()
@@ -346,14 +357,15 @@ class Archive:
 
     def set_review(self, evaluation_id: int, review: Mapping[str, Any]) -> None:
         if self._write("UPDATE evaluations SET review=? WHERE id=?",
-                       (_to_json(dict(review)), evaluation_id)).rowcount == 0:
+                       (_to_json(redact_data(dict(review))), evaluation_id)).rowcount == 0:
             raise UsageError(f"no evaluation #{evaluation_id} in archive {self.path}")
 
     def add_llm_call(self, run_id: str, task: str, model: str, role: str, prompt_tokens: int,
                      completion_tokens: int, cost_usd: float, seconds: float, error: str = "") -> None:
         self._write("INSERT INTO llm_calls(run_id, task, model, role, prompt_tokens, completion_tokens, cost_usd, "
                     "seconds, error, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (run_id, task, model, role, prompt_tokens, completion_tokens, cost_usd, seconds, error, time.time()))
+                    (run_id, task, model, role, prompt_tokens, completion_tokens, cost_usd, seconds, redact(error),
+                     time.time()))
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -467,6 +479,70 @@ class Archive:
         """The task file's path as recorded when the task was added (it may not exist here)."""
         rows = self._read("SELECT path FROM tasks WHERE name=?", (name,))
         return rows[0][0] if rows else None
+
+
+class RunLock:
+    """One owner per run: an exclusive `flock` on `ARCHIVE.run-<id>.lock` beside the archive, held
+    until `release` (or `with`). The OS drops it when the holder dies, even by SIGKILL, so a crashed
+    run never stays locked; the file only names the holder's pid for the refusal message."""
+
+    def __init__(self, archive_path: Path, run_id: str) -> None:
+        safe = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+        safe = safe if safe.startswith("run-") else f"run-{safe}"  # generated ids start with run- already
+        self.run_id = run_id
+        self.archive_path = archive_path
+        self.path = archive_path.with_name(f"{archive_path.name}.{safe}.lock")
+        self._fd: int | None = None
+
+    def acquire(self) -> RunLock:
+        while True:
+            fd = self._open()
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                raise ConfigError(f"run {self.run_id} of archive {self.archive_path} is in use by another warpforge "
+                                  f"optimize (pid {holder}): wait for it to finish, or pass another --archive") from None
+            except OSError as exc:
+                os.close(fd)
+                raise UsageError(f"cannot lock {self.path} ({exc}): put the archive on a local filesystem") from None
+            if self._still_linked(fd):
+                break
+            os.close(fd)  # the last owner removed this file between our open and our lock: lock the new one
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def _open(self) -> int:
+        try:  # os.open is close-on-exec: no child process keeps the lock alive after we die
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise UsageError(f"cannot create the run lock {self.path} ({exc}): make the archive's folder "
+                             "writable") from None
+
+    def _still_linked(self, fd: int) -> bool:
+        try:
+            return os.stat(self.path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            return False
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:  # removed while still held, so a process that opened it meanwhile sees it gone and retries
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        os.close(self._fd)  # closing drops the lock
+        self._fd = None
+
+    def __enter__(self) -> RunLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 def _attempt(r: sqlite3.Row) -> Attempt:

@@ -2,7 +2,8 @@
 `EvalResult` (what the evaluator decided about it).
 
 Both are frozen. `EvalResult.to_dict()` is the `warpforge eval --json` object (a contract,
-see DESIGN.md): only extend it.
+see DESIGN.md): only extend it. An `EvalResult` redacts secrets (redact.py) from the text a
+child produced as it is built, whichever way it is built.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from warpforge.errors import UsageError
+from warpforge.redact import redact, redact_data, secret_values
 
 Status = Literal["correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected"]
 Stage = Literal["static", "compile", "verify", "bench", "profile", "reference", "done"]
@@ -87,6 +89,16 @@ class EvalResult:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     config: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # The one gate for text a child produced (reason, compiler log, output, the profile it
+        # reported): every result is built here, also by dataclasses.replace and from_dict, so the
+        # archive, reports, MCP replies and repair prompts only ever see it redacted.
+        secrets = secret_values()
+        for name in ("reason", "compile_log", "output_tail"):
+            object.__setattr__(self, name, redact(getattr(self, name), secrets))
+        object.__setattr__(self, "warnings", tuple(redact(w, secrets) for w in self.warnings))
+        object.__setattr__(self, "kernels", redact_data(self.kernels, secrets))
 
     @property
     def correct(self) -> bool:

@@ -13,7 +13,8 @@ warm first, then one of a task no worker has, then the oldest, because starting 
 (its reference process, baselines and torch.compile) costs more than several evaluations.
 When a worker dies mid-job (killed, out of memory, a lost Ray node), it is restarted and the
 job goes back on the queue, up to `retries` times; a job's Future is set once, so every job
-gets exactly one result. Only the driver writes results (and archives).
+gets exactly one result; a dead local worker's temporary files and any process its candidates
+left behind are removed first (workers.py). Only the driver writes results (and archives).
 """
 
 from __future__ import annotations

@@ -1,16 +1,22 @@
 """Executor workers: `EvalWorker` evaluates jobs one after another in one long-lived process,
 through a `Judge` per recent task; a *slot* is the driver's handle on one such worker, a spawned
 local process pinned to a GPU (`LocalSlot`) or a Ray actor (`RaySlot`). The pool that feeds them
-is in `executor/__init__.py`.
+is in `executor/__init__.py`. A local worker keeps its temporary files under a root of its own
+(WARPFORGE_TMP_ROOT), which the driver removes when the worker dies or closes; the driver is a
+child subreaper and kills what a dead worker's candidates left running.
 """
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing as mp
 import os
+import shutil
+import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from warpforge.config import EvalConfig
@@ -25,6 +31,10 @@ class Job:
     """A candidate file's path, or a label when `source` is given."""
     source: str | None = None
     """The candidate's source text (no file needed on the worker's machine)."""
+
+
+TMP_ROOT_ENV = "WARPFORGE_TMP_ROOT"
+"""The folder under which a local worker's Judges make their temporary folders."""
 
 
 class WorkerLost(Exception):
@@ -127,9 +137,15 @@ class LocalSlot:
         self._start()
 
     def _start(self) -> None:
+        from warpforge.evaluate.sandbox import become_subreaper
+
+        # a dead worker's orphans (candidates' daemons) re-parent to us, not to init, so close() can kill them
+        become_subreaper()
+        self.tmp_root = make_tmp_root(self.name)
+        env = {**self.env, TMP_ROOT_ENV: str(self.tmp_root)}
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_local_worker_main, args=(child, self.config, self.env, self.name, self.recycle_after),
+        self.proc = ctx.Process(target=_local_worker_main, args=(child, self.config, env, self.name, self.recycle_after),
                                 name=f"warpforge-{self.name}", daemon=True)
         self.proc.start()
         child.close()
@@ -164,6 +180,17 @@ class LocalSlot:
             self.proc.kill()
             self.proc.join(timeout=5)
         self.conn.close()
+        self._clean_up()
+
+    def _clean_up(self) -> None:
+        """After the worker is gone (closed, crashed or killed): kill what its candidates left running,
+        then remove its temporary root, inputs and outputs in /dev/shm included."""
+        from warpforge.evaluate.sandbox import reap_orphans
+
+        if not self.proc.is_alive():  # else its processes are still its own, not orphans
+            reap_orphans()
+        shutil.rmtree(self.tmp_root, ignore_errors=True)
+        _ROOTS.discard(self.tmp_root)
 
 
 class RaySlot:
@@ -209,6 +236,32 @@ class RaySlot:
         except Exception:  # already dead
             pass
         ray.kill(self.actor)
+
+
+_ROOTS: set[Path] = set()
+"""Worker roots not removed yet: whatever a driver leaves unclosed goes when it exits."""
+
+
+@atexit.register
+def _remove_roots() -> None:
+    for root in list(_ROOTS):
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def make_tmp_root(name: str) -> Path:
+    """A fresh temporary root for one local worker: on /dev/shm when it has room (GPU-sized inputs
+    cross between processes as files there, as the Judge puts them), else in the system's temp folder."""
+    base = "/dev/shm" if _free_gb("/dev/shm") > 16 else tempfile.gettempdir()
+    root = Path(tempfile.mkdtemp(prefix=f"warpforge-pool-{os.getpid()}-{name}-", dir=base))
+    _ROOTS.add(root)
+    return root
+
+
+def _free_gb(path: str) -> float:
+    try:
+        return shutil.disk_usage(path).free / 2**30
+    except OSError:
+        return 0.0
 
 
 def local_slots(config: EvalConfig, workers: int | None = None, recycle_after: int = 50,

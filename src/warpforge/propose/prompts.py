@@ -3,8 +3,9 @@
 `render(strategy, ctx)` returns `[{"role": "system", ...}, {"role": "user", ...}]`: the shared
 system template (target device and language, the candidate contract, the evaluator's rules)
 and the strategy's user template. Long sources and logs are cut to fit `PROMPT_BUDGET` with
-a visible marker. `pick_contrastive` chooses the scored variants a contrastive prompt shows.
-It does not call an LLM or parse replies (`llm.py`, `parse.py`).
+a visible marker; known secrets are redacted from every message (it may go to a hosted LLM).
+`pick_contrastive` chooses the scored variants a contrastive prompt shows. It does not call
+an LLM or parse replies (`llm.py`, `parse.py`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import jinja2
 
 from warpforge.errors import ConfigError
 from warpforge.metrics import peaks_for
+from warpforge.redact import redact
 
 STRATEGIES = ("translate", "repair", "optimise", "contrastive", "crossover", "retrieval", "review")
 DEVICES = ("cuda", "cpu")
@@ -189,8 +191,10 @@ def _environment() -> jinja2.Environment:
 def _messages(strategy: str, ctx: PromptContext, sources: dict[str, str]) -> list[dict[str, str]]:
     variables = _variables(strategy, ctx, sources)
     env = _environment()
-    return [{"role": "system", "content": env.get_template("system.j2").render(variables).strip() + "\n"},
-            {"role": "user", "content": env.get_template(f"{strategy}.j2").render(variables).strip() + "\n"}]
+    # A second belt after EvalResult's own redaction: archived reasons of older runs, task
+    # sources and replies also reach the prompt, and a prompt may leave for a hosted LLM.
+    return [{"role": "system", "content": redact(env.get_template("system.j2").render(variables).strip()) + "\n"},
+            {"role": "user", "content": redact(env.get_template(f"{strategy}.j2").render(variables).strip()) + "\n"}]
 
 
 def _variables(strategy: str, ctx: PromptContext, sources: dict[str, str]) -> dict[str, Any]:

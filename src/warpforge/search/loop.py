@@ -7,8 +7,9 @@ evaluated by the task's `Judge` as soon as it arrives, so LLM calls overlap eval
 Every proposal and every evaluation is written to the archive when it happens. Steps are
 numbered in advance, so a run killed at any point resumes where it stopped: recorded
 candidates are not proposed again, evaluated ones are not evaluated again, and a candidate
-recorded but not yet evaluated is evaluated first. Given the same seed and recorded replies
-(the `replay` provider) a run plans the same prompts.
+recorded but not yet evaluated is evaluated first; a run has one owner process at a time (a
+second optimize on the same live run refuses). Given the same seed and recorded replies (the
+`replay` provider) a run plans the same prompts.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from warpforge.archive import Archive, Attempt
+from warpforge.archive import Archive, Attempt, RunLock
 from warpforge.candidate import Candidate, EvalResult
 from warpforge.config import EvalConfig
 from warpforge.errors import ConfigError
@@ -140,7 +141,11 @@ class Optimizer:
         self._gpu = ""  # the GPU's name, from the first evaluation's hardware record (the parent starts no CUDA)
 
     def run(self, tasks: Sequence[Task]) -> RunSummary:
-        run_id = self._run_id(tasks)
+        run_id, lock = self._claim_run(tasks)
+        with lock:  # held until the run ends: a second optimize on this archive cannot resume it meanwhile
+            return self._run(run_id, tasks)
+
+    def _run(self, run_id: str, tasks: Sequence[Task]) -> RunSummary:
         self.totals.tokens = sum((a.prompt_tokens or 0) + (a.completion_tokens or 0)
                                  for a in self.archive.attempts(run_id=run_id))
         self.totals.cost_usd = sum(a.cost_usd or 0.0 for a in self.archive.attempts(run_id=run_id))
@@ -159,14 +164,18 @@ class Optimizer:
         self.archive.finish_run(run_id, "stopped" if stopped_by else "done")
         return RunSummary(run_id, tuple(outcomes), stopped_by, self.totals.tokens, self.totals.cost_usd)
 
-    def _run_id(self, tasks: Sequence[Task]) -> str:
-        """Resume the latest unfinished run with the same configuration and tasks, else start one."""
+    def _claim_run(self, tasks: Sequence[Task]) -> tuple[str, RunLock]:
+        """Resume the latest unfinished run with the same configuration and tasks, else start one;
+        either way locked for this process (ConfigError, one sentence, when another one has it)."""
         config = {**self.cfg.to_dict(), "tasks": [t.name for t in tasks], "models": [m.name for m in self.llm.specs]}
         key = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
         for run in reversed(self.archive.runs()):
             if run.status != "done" and json.loads(run.config or "{}").get("key") == key:
-                return self.archive.start_run(json.loads(run.config), self.cfg.seed, run_id=run.id)
-        return self.archive.start_run({**config, "key": key}, self.cfg.seed)
+                lock = self.archive.lock_run(run.id)  # before its status is touched: a live run is left as it is
+                return self.archive.start_run(json.loads(run.config), self.cfg.seed, run_id=run.id), lock
+        run_id = self.archive.start_run({**config, "key": key}, self.cfg.seed)
+        # another optimize may see the new run before we lock it: then it owns it and we refuse
+        return run_id, self.archive.lock_run(run_id)
 
     # -- one task ------------------------------------------------------------------------------
 
