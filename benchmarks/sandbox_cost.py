@@ -56,8 +56,10 @@ def bare_start(sandboxed: bool) -> float:
         return time.perf_counter() - t0
 
 
-def turnarounds(task: str, candidate: Path, device: str, n: int, sandboxed: bool, cache: str) -> list[float]:
-    cfg = EvalConfig(device=device, sandbox=sandboxed, cache_dir=cache, compile_baseline=False)  # type: ignore[arg-type]
+def turnarounds(task: str, candidate: Path, device: str, size: str | None, n: int, sandboxed: bool,
+                cache: str) -> list[float]:
+    cfg = EvalConfig(device=device, size=size, sandbox=sandboxed, cache_dir=cache,  # type: ignore[arg-type]
+                     compile_baseline=False)
     seconds = []
     with Judge(load_task(task), cfg) as judge:
         for i in range(n + 1):
@@ -72,12 +74,31 @@ def turnarounds(task: str, candidate: Path, device: str, n: int, sandboxed: bool
     return seconds
 
 
+def save(args: argparse.Namespace, raw: dict[str, dict[str, list[float]]]) -> tuple[Path, dict[str, dict[str, float]]]:
+    summary = {name: {arm: statistics.median(v) for arm, v in arms.items() if v} for name, arms in raw.items()}
+    for arms in summary.values():
+        if len(arms) == 2:
+            arms["added_ms"] = 1000 * (arms["sandboxed"] - arms["unsandboxed"])
+    date = datetime.date.today().isoformat()
+    record = {"date": date, "device": args.device, "size": args.size, "hardware": fingerprint(args.device),
+              "bwrap": jail.bwrap_path(), "bwrap_version": subprocess.run([jail.bwrap_path(), "--version"],
+                                                                         capture_output=True, text=True).stdout.strip(),
+              "summary_s": summary, "raw_s": raw, "command": " ".join(["python", *sys.argv])}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"sandbox_cost_{args.device}_{date}.json"
+    path.write_text(json.dumps(record, indent=1))
+    return path, summary
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--n", type=int, default=12, help="evaluations per Judge arm after its first (default 12)")
     parser.add_argument("--starts", type=int, default=30, help="bare child starts per arm (default 30)")
+    parser.add_argument("--size", help="size preset (default: the task's own for the device; the sandbox's cost "
+                                       "does not depend on it, so `cpu` keeps a GPU run short)")
     args = parser.parse_args()
     why = jail.problem()
     if why:
@@ -99,23 +120,14 @@ def main() -> int:
             for rnd in range(2):  # two rounds of one Judge per arm, in shuffled order
                 for arm in rng.sample(["sandboxed", "unsandboxed"], 2):
                     print(f"{name} round {rnd + 1}: {arm} ...", file=sys.stderr, flush=True)
-                    raw[name][arm] += turnarounds(task_name, path, args.device, args.n // 2, arm == "sandboxed",
-                                                  os.path.join(cache, arm))
-    summary = {name: {arm: statistics.median(v) for arm, v in arms.items()} for name, arms in raw.items()}
-    for arms in summary.values():
-        arms["added_ms"] = 1000 * (arms["sandboxed"] - arms["unsandboxed"])
-    date = datetime.date.today().isoformat()
-    record = {"date": date, "device": args.device, "hardware": fingerprint(args.device), "bwrap": jail.bwrap_path(),
-              "bwrap_version": subprocess.run([jail.bwrap_path(), "--version"], capture_output=True, text=True).stdout.strip(),
-              "summary_s": summary, "raw_s": raw, "command": " ".join(["python", *sys.argv])}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"sandbox_cost_{args.device}_{date}.json"
-    path.write_text(json.dumps(record, indent=1))
+                    raw[name][arm] += turnarounds(task_name, path, args.device, args.size, args.n // 2,
+                                                  arm == "sandboxed", os.path.join(cache, arm))
+            saved, summary = save(args, raw)  # after every cell: a run stopped by a time limit keeps what it has
     print(f"{'measurement':<10} {'sandboxed s':>12} {'unsandboxed s':>14} {'added ms':>9}")
     for name, arms in summary.items():
-        print(f"{name:<10} {arms['sandboxed']:>12.3f} {arms['unsandboxed']:>14.3f} {arms['added_ms']:>9.1f}")
-    print(f"wrote {path}")
+        if len(arms) == 3:
+            print(f"{name:<10} {arms['sandboxed']:>12.3f} {arms['unsandboxed']:>14.3f} {arms['added_ms']:>9.1f}")
+    print(f"wrote {saved}")
     return 0
 
 

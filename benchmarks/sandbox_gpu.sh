@@ -34,6 +34,6 @@ timeout 330 python3 benchmarks/eval_gpu.py --out "$OUT" --time-budget 300 2>&1 |
 fi
 if [ "$PART" != checks ]; then
 step "sandbox cost"
-timeout 400 python3 benchmarks/sandbox_cost.py --out "$OUT" --device cuda --n 12 --starts 30 2>&1 | tail -8 \
+timeout 400 python3 benchmarks/sandbox_cost.py --out "$OUT" --device cuda --size cpu --n 12 --starts 30 2>&1 | tail -8 \
   | tee "$OUT/sandbox_cost.log"
 fi

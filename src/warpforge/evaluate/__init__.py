@@ -79,8 +79,9 @@ def precompile(source: str, config: EvalConfig, arch: str) -> dict[str, Any]:
     key = compile_mod.cache_key(source, arch)
     try:
         (tmp / "candidate.py").write_text(source)
+        staged = None
         if cfg.sandbox:
-            compile_mod.stage(cfg.cache_dir, key, private)
+            staged = compile_mod.stage(cfg.cache_dir, key, private)
             cache = compile_mod.private_env(jail.CACHE_MOUNT, arch)
         else:
             cache = compile_mod.cache_env(cfg.cache_dir, source, arch)
@@ -97,7 +98,7 @@ def precompile(source: str, config: EvalConfig, arch: str) -> dict[str, Any]:
         status = ("compiled" if "compiled" in kinds else "compile_error" if "compile_error" in kinds
                   else "timeout" if outcome.timed_out else "crashed")
         if cfg.sandbox and status == "compiled":
-            compile_mod.publish(cfg.cache_dir, key, private)
+            compile_mod.publish(cfg.cache_dir, key, private, staged)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return {"status": status, "seconds": round(time.monotonic() - start, 3)}
@@ -137,6 +138,7 @@ class Judge:
         self._workers: deque[tuple[Child, Path]] = deque()  # started, oldest first
         self._count = 0
         self._draws = 0
+        self._staged: dict[str, tuple[int, int]] | None = None  # what the current candidate's private cache got
 
     def __enter__(self) -> Judge:
         return self
@@ -244,6 +246,7 @@ class Judge:
             "bench_args": _bench_args(cfg), "profile": cfg.profile and cfg.bench, "kernel_names": list(kernel_names),
             "env": self._cache_env(candidate, workdir.parent / "cache"),
         }
+        staged = self._staged
         spec_path = workdir / "spec.json"
         spec_path.write_text(json.dumps(spec))
         verdict: dict[str, Any] = {}
@@ -272,7 +275,8 @@ class Judge:
         result = decide(outcome, verdict, reference, cfg, base)
         if cfg.sandbox and result.status != "compile_error":
             arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
-            compile_mod.publish(cfg.cache_dir, compile_mod.cache_key(candidate.source, arch), workdir.parent / "cache")
+            compile_mod.publish(cfg.cache_dir, compile_mod.cache_key(candidate.source, arch), workdir.parent / "cache",
+                                staged)
         return result
 
     def _cache_env(self, candidate: Candidate, private: Path) -> dict[str, str]:
@@ -281,7 +285,7 @@ class Judge:
         arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
         if not self.cfg.sandbox:
             return compile_mod.cache_env(self.cfg.cache_dir, candidate.source, arch)
-        compile_mod.stage(self.cfg.cache_dir, compile_mod.cache_key(candidate.source, arch), private)
+        self._staged = compile_mod.stage(self.cfg.cache_dir, compile_mod.cache_key(candidate.source, arch), private)
         return compile_mod.private_env(jail.CACHE_MOUNT, arch)
 
     def _compare(self, files: list[str], reference: Reference, positions: list[list[int]]) -> tuple[Comparison, Any]:

@@ -58,18 +58,37 @@ def private_env(root: str, arch: str) -> dict[str, str]:
     return env
 
 
-def stage(cache_dir: str, key: str, private: Path) -> None:
-    """Copy the shared cache's entry for `key` (if any) into a candidate's private cache folder.
-    A copy, not links: the candidate may write its folder, never the shared entry."""
+def stage(cache_dir: str, key: str, private: Path) -> dict[str, tuple[int, int]]:
+    """Copy the shared cache's entry for `key` (if any) into a candidate's private cache folder and
+    return what it holds (`snapshot`). A copy, not links: the candidate may write its folder,
+    never the shared entry."""
     entry = Path(cache_dir) / "compile" / "sandboxed" / key
     if entry.is_dir():
         shutil.copytree(entry, private, symlinks=True, dirs_exist_ok=True)
+    return snapshot(private)
 
 
-def publish(cache_dir: str, key: str, private: Path) -> None:
+def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    """Relative path -> (size, mtime in ns) of every file under `folder`."""
+    found = {}
+    for root, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(root, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            found[os.path.relpath(path, folder)] = (st.st_size, st.st_mtime_ns)
+    return found
+
+
+def publish(cache_dir: str, key: str, private: Path, staged: dict[str, tuple[int, int]] | None = None) -> None:
     """Put what a finished candidate built under its own key (whole, replacing the old entry), for
-    a later evaluation of the same source. Its process is dead: nothing writes the folder now."""
+    a later evaluation of the same source; nothing when it changed nothing of what `stage` gave it
+    (a warm re-evaluation). Its process is dead: nothing writes the folder now."""
     if not private.is_dir() or not any(private.iterdir()) or folder_bytes(private) > PUBLISH_LIMIT_BYTES:
+        return
+    if staged is not None and snapshot(private) == staged:
         return
     entry = Path(cache_dir) / "compile" / "sandboxed" / key
     entry.parent.mkdir(parents=True, exist_ok=True)

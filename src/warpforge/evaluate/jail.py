@@ -116,6 +116,8 @@ def _readable(jail: Jail, pythonpath: str) -> list[str]:
 def _import_paths(pythonpath: str) -> tuple[str, ...]:
     """The folders a child's Python imports from (its sys.path: PYTHONPATH, the standard library,
     site-packages and what their .pth files add), not the parent's working folder."""
+    # an empty PYTHONPATH entry means the working folder: the child's is its own work folder
+    pythonpath = os.pathsep.join(os.path.abspath(p) for p in pythonpath.split(os.pathsep) if p)
     env = {"PATH": os.environ.get("PATH", os.defpath), "PYTHONPATH": pythonpath}
     out = subprocess.run([sys.executable, "-c", "import json, sys; print(json.dumps(sys.path[1:]))"],
                          capture_output=True, text=True, timeout=60, env=env, cwd="/")
