@@ -14,13 +14,14 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import math
 import os
 import re
 import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Any
 
 from warpforge.candidate import EvalResult
 from warpforge.errors import ConfigError, UsageError
+from warpforge.metrics import faster_beyond_noise
 from warpforge.propose import Proposal
 from warpforge.redact import redact, redact_data
 from warpforge.task import Task
@@ -125,8 +127,14 @@ class Attempt:
 
     @property
     def timed(self) -> bool:
-        """Verified correct and timed: it has a speedup to compare."""
-        return bool(self.correct) and self.speedup is not None and self.candidate_ms is not None
+        """Verified correct and timed: it has a positive, finite speedup to compare."""
+        return bool(self.correct) and _positive(self.speedup) and _positive(self.candidate_ms)
+
+    @property
+    def reference_iqr_ms(self) -> float:
+        """The eager reference's spread in this evaluation (stored in the verdict, not a column); 0 if unknown."""
+        timing = (self.result or {}).get("timing") or {}
+        return float((timing.get("reference") or {}).get("iqr_ms") or 0.0)
 
 
 @dataclass(frozen=True)
@@ -148,8 +156,32 @@ class TaskSummary:
     correct: int
     best_speedup: float | None
     best_candidate_id: int | None
+    improved: bool
+    """The best attempt passes `improves_on_eager`."""
     tokens: int
     cost_usd: float
+
+
+def best_attempt(attempts: Iterable[Attempt]) -> Attempt | None:
+    """THE best kernel of a task, for every view (live table, optimize's summary and exit code,
+    `archive ls/best`, the report, the exports): among the correct, timed attempts given, the
+    highest stored `speedup` (reference_ms / candidate_ms of its latest evaluation), the lowest
+    id on a tie. The caller picks the scope (one run, one machine, the whole archive)."""
+    return max((a for a in attempts if a.timed), key=lambda a: (a.speedup or 0.0, -a.id), default=None)
+
+
+def improves_on_eager(attempt: Attempt) -> bool:
+    """THE rule for "improved": verified, timed, and faster than eager PyTorch beyond the noise
+    (metrics.faster_beyond_noise: the two timings' IQRs, centred on their medians, do not overlap)."""
+    if not attempt.timed or not _positive(attempt.reference_ms):
+        return False
+    assert attempt.candidate_ms is not None and attempt.reference_ms is not None
+    return faster_beyond_noise(attempt.candidate_ms, attempt.candidate_iqr_ms or 0.0,
+                               attempt.reference_ms, attempt.reference_iqr_ms)
+
+
+def _positive(v: float | None) -> bool:
+    return isinstance(v, int | float) and math.isfinite(v) and v > 0
 
 
 def hardware_key(hardware: Mapping[str, Any]) -> str | None:
@@ -399,14 +431,13 @@ class Archive:
         return self._attempts(" AND ".join(clauses), params)
 
     def best(self, task: str, hardware_key: str | None = None) -> Attempt | None:
-        """The highest speedup among correct, timed attempts of `task` (on one machine if a key is given)."""
+        """`best_attempt` of all of `task`'s attempts in the archive (on one machine if a key is given)."""
         where = "c.task=? AND e.correct=1 AND e.speedup IS NOT NULL AND e.candidate_ms IS NOT NULL"
         params: list[Any] = [task]
         if hardware_key is not None:
             where += " AND e.hardware_key=?"
             params.append(hardware_key)
-        found = self._attempts(where, params, "e.speedup DESC, c.id LIMIT 1")
-        return found[0] if found else None
+        return best_attempt(self._attempts(where, params))
 
     def recent(self, task: str, limit: int, hardware_key: str | None = None) -> list[Attempt]:
         """The task's `limit` most recently evaluated attempts, newest first (on one machine if a key is given)."""
@@ -443,13 +474,13 @@ class Archive:
         usage = self.task_usage()
         summaries = []
         for name, attempts in sorted(by_task.items()):
-            timed = [a for a in attempts if a.timed]
-            best = max(timed, key=lambda a: (a.speedup or 0.0, -a.id)) if timed else None
+            best = best_attempt(attempts)
             tokens, cost = usage.get(name, (0, 0.0))
             summaries.append(TaskSummary(
                 task=name, attempts=len(attempts), evaluated=sum(a.evaluation_id is not None for a in attempts),
                 correct=sum(bool(a.correct) for a in attempts), best_speedup=best.speedup if best else None,
-                best_candidate_id=best.id if best else None, tokens=int(tokens), cost_usd=float(cost)))
+                best_candidate_id=best.id if best else None, improved=best is not None and improves_on_eager(best),
+                tokens=int(tokens), cost_usd=float(cost)))
         return summaries
 
     def task_usage(self) -> dict[str, tuple[int, float]]:

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from warpforge.archive import Archive, Attempt
+from warpforge.archive import Archive, Attempt, improves_on_eager
 from warpforge.errors import UsageError
 
 DEFAULT_ARCHIVE = "warpforge-archive.db"
@@ -85,10 +85,11 @@ def _ls(archive: Archive, args: argparse.Namespace) -> int:
     run_table = Table("run", "status", "started", "finished", "seed", title=f"runs in {archive.path}")
     for r in runs:
         run_table.add_row(r.id, r.status, _when(r.started), _when(r.finished), str(r.seed))
-    task_table = Table("task", "attempts", "evaluated", "correct", "best speedup", "best id", "tokens", "cost",
-                       title="tasks")
+    task_table = Table("task", "attempts", "evaluated", "correct", "best speedup", "improved", "best id", "tokens",
+                       "cost", title="tasks")
     for s in summaries:
-        task_table.add_row(s.task, str(s.attempts), str(s.evaluated), str(s.correct), _x(s.best_speedup),
+        improved = "-" if s.best_candidate_id is None else ("yes" if s.improved else "no")
+        task_table.add_row(s.task, str(s.attempts), str(s.evaluated), str(s.correct), _x(s.best_speedup), improved,
                            "" if s.best_candidate_id is None else f"#{s.best_candidate_id}", str(s.tokens),
                            f"${s.cost_usd:.2f}")
     # piped output is not cut to 80 columns: task names and run ids stay whole for grep
@@ -132,9 +133,9 @@ def _best(archive: Archive, args: argparse.Namespace) -> int:
     best = archive.best(args.task, hardware_key=args.hardware_key)
     if best is None:
         if args.json:
-            print(json.dumps({"task": args.task, "candidate_id": None, "speedup": None, "speedup_vs_compile": None,
-                              "candidate_ms": None, "status": None, "source_path": None, "source": None,
-                              "reason": "no verified, timed candidate"}))
+            print(json.dumps({"task": args.task, "candidate_id": None, "speedup": None, "improved": False,
+                              "speedup_vs_compile": None, "candidate_ms": None, "status": None, "source_path": None,
+                              "source": None, "reason": "no verified, timed candidate"}))
         else:
             print(f"{args.task}: no verified, timed candidate in {archive.path}")
         return 1
@@ -142,14 +143,17 @@ def _best(archive: Archive, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(_best_json(best, source_path)))
     else:
-        print(f"{best.task}: candidate #{best.id}, {_x(best.speedup)} vs eager, {_x(best.speedup_vs_compile)} vs "
-              f"torch.compile ({_ms(best.candidate_ms)}), {best.language} by {best.strategy or '-'} "
+        noise = "beyond" if improves_on_eager(best) else "not beyond"
+        print(f"{best.task}: candidate #{best.id}, {_x(best.speedup)} vs eager ({noise} the noise), "
+              f"{_x(best.speedup_vs_compile)} vs torch.compile ({_ms(best.candidate_ms)}), "
+              f"{best.language} by {best.strategy or '-'} "
               f"[{best.model or '-'}]\nsource: {source_path}")
     return 0
 
 
 def _best_json(a: Attempt, source_path: Path) -> dict[str, Any]:
-    return {"task": a.task, "candidate_id": a.id, "speedup": a.speedup, "speedup_vs_compile": a.speedup_vs_compile,
+    return {"task": a.task, "candidate_id": a.id, "speedup": a.speedup, "improved": improves_on_eager(a),
+            "speedup_vs_compile": a.speedup_vs_compile,
             "candidate_ms": a.candidate_ms, "candidate_iqr_ms": a.candidate_iqr_ms, "reference_ms": a.reference_ms,
             "status": a.status, "language": a.language, "strategy": a.strategy, "model": a.model,
             "run_id": a.run_id, "hardware_key": a.hardware_key, "kernels_kind": a.kernels_kind,

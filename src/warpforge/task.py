@@ -1,9 +1,11 @@
 """Load a reference program (KernelBench format) into a `Task`, without running it.
 
 A task is a Python file with `class Model(nn.Module)`, `get_inputs()` and
-`get_init_inputs()`, and optionally a literal `WARPFORGE = {...}` dict of metadata. This
-module only *parses* the file: task code runs in the reference child process
-(evaluate/reference.py), which is where import errors and non-tensor inputs are found.
+`get_init_inputs()`, and optionally a `WARPFORGE = {...}` dict of metadata, read from the AST:
+literal values, except that "flops" and "bytes" may be expressions over the task's globals
+(`2 * M * N * K`, or the string "2*M*N*K"), kept as text. This module only *parses* the file:
+task code runs in the reference child process (evaluate/reference.py), which is where import
+errors, non-tensor inputs and the work counts' values are found.
 Names of built-in suite tasks ("softmax", "level1/softmax") resolve to files in tasks/.
 """
 
@@ -117,19 +119,57 @@ def _top_level_names(tree: ast.Module) -> set[str]:
 
 
 def _metadata(tree: ast.Module, path: Path) -> dict[str, Any]:
+    """The WARPFORGE dict, read from the AST (no task code runs here)."""
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "WARPFORGE" for t in node.targets):
-            try:
-                value = ast.literal_eval(node.value)
-            except ValueError:
-                raise TaskError(f"task {path}: WARPFORGE must be a literal dict (numbers, strings, dicts)") from None
-            if not isinstance(value, dict):
-                raise TaskError(f"task {path}: WARPFORGE must be a dict, not {type(value).__name__}")
+            if not isinstance(node.value, ast.Dict):
+                raise TaskError(f"task {path}: WARPFORGE must be a literal dict (numbers, strings, dicts)")
+            value = dict(_metadata_item(k, v, path) for k, v in zip(node.value.keys, node.value.values, strict=True))
             unknown = sorted(set(value) - set(METADATA_KEYS))
             if unknown:
                 raise TaskError(f"task {path}: unknown WARPFORGE keys {unknown}; known keys are {sorted(METADATA_KEYS)}")
             return value
     return {}
+
+
+# Keys whose value may be an expression over the task's globals, evaluated with the task's
+# module (after size overrides) by `eval_metadata_expr`; every other value is a literal.
+EXPRESSION_KEYS = ("flops", "bytes")
+_EXPRESSION_NODES = (ast.Expression, ast.Constant, ast.Name, ast.Load, ast.BinOp, ast.UnaryOp, ast.operator,
+                     ast.unaryop, ast.Call, ast.keyword, ast.Attribute, ast.Subscript, ast.Tuple, ast.List, ast.Slice)
+
+
+def _metadata_item(key_node: ast.expr | None, value_node: ast.expr, path: Path) -> tuple[str, Any]:
+    try:
+        key = ast.literal_eval(key_node) if key_node is not None else None
+    except ValueError:
+        key = None
+    if not isinstance(key, str):
+        raise TaskError(f"task {path}: WARPFORGE must be a literal dict with string keys (no ** unpacking)")
+    try:
+        value = ast.literal_eval(value_node)
+    except (ValueError, TypeError):
+        if key not in EXPRESSION_KEYS:
+            raise TaskError(f"task {path}: WARPFORGE must be a literal dict (numbers, strings, dicts); "
+                            f"only {' and '.join(EXPRESSION_KEYS)} may be expressions") from None
+        # `2 * M * N * K` as written: kept as its source text, evaluated later like the string "2*M*N*K"
+        value = ast.unparse(value_node)
+    if key in EXPRESSION_KEYS and isinstance(value, str):
+        _check_expression(value, key, path)
+    return key, value
+
+
+def _check_expression(text: str, key: str, path: Path) -> None:
+    """Arithmetic over names, attributes, subscripts and calls (math.prod(SHAPE)); nothing else."""
+    hint = "write a number or arithmetic over the task's globals, e.g. 2 * M * N * K"
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError:
+        raise TaskError(f"task {path}: WARPFORGE[{key!r}] = {text!r} is not a Python expression: {hint}") from None
+    bad = next((n for n in ast.walk(tree) if not isinstance(n, _EXPRESSION_NODES)), None)
+    if bad is not None:
+        raise TaskError(f"task {path}: WARPFORGE[{key!r}] = {text!r} uses {type(bad).__name__}, which a work "
+                        f"count may not: {hint}")
 
 
 def import_task_module(task: Task, sizes: dict[str, Any] | None = None) -> Any:
@@ -159,7 +199,8 @@ def import_task_module(task: Task, sizes: dict[str, Any] | None = None) -> Any:
 
 
 def eval_metadata_expr(task: Task, module: Any, key: str) -> float | None:
-    """Evaluate WARPFORGE[key] ("flops", "bytes"): a number, or an expression over module globals."""
+    """Evaluate WARPFORGE[key] ("flops", "bytes"): a number, or an expression over module globals
+    (written as a string, or plainly and kept as its source text by `load_task`)."""
     expr = task.metadata.get(key)
     if expr is None:
         return None

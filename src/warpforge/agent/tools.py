@@ -281,7 +281,7 @@ class AgentTools:
 
     @tool
     def best(self, task: str, hardware_key: str | None = None) -> dict[str, Any]:
-        """The fastest correct, timed attempt of the task (on one machine if a key is given)."""
+        """archive.best_attempt of the task: the highest-speedup correct, timed attempt (one machine if a key is given)."""
         name, _ = self._known(task)
         found = self._best_attempt(name, hardware_key or None)
         return {"task": name, "hardware_key": hardware_key or None, "found": found is not None,

@@ -22,7 +22,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from warpforge.archive import Archive, Attempt, RunRow
+from warpforge.archive import Archive, Attempt, RunRow, best_attempt, improves_on_eager
 from warpforge.errors import UsageError
 from warpforge.metrics import geometric_mean
 from warpforge.report import plots
@@ -68,15 +68,10 @@ def positive(v: float | None) -> float | None:
     return float(v) if isinstance(v, int | float) and math.isfinite(v) and v > 0 else None
 
 
-def _timed(a: Attempt) -> bool:
-    return bool(a.correct) and positive(a.speedup) is not None and positive(a.candidate_ms) is not None
-
-
-def _best(attempts: Iterable[Attempt]) -> Attempt | None:
-    """The correct, timed attempt with the highest speedup (lowest id on ties), as Archive.best
-    picks it; a correct but untimed attempt only when none was timed."""
-    correct = [a for a in attempts if a.correct]
-    return max(correct, key=lambda a: (_timed(a), positive(a.speedup) or 0.0, -a.id), default=None)
+def _best(attempts: list[Attempt]) -> Attempt | None:
+    """archive.best_attempt, the number every view shows; only when nothing was timed, the first
+    correct attempt, so its page still shows a verified source (with no speedup)."""
+    return best_attempt(attempts) or next((a for a in attempts if a.correct), None)
 
 
 def _positions(attempts: Iterable[Attempt]) -> dict[int, float]:
@@ -111,6 +106,11 @@ class TaskView:
     @property
     def correct(self) -> int:
         return sum(bool(a.correct) for a in self.attempts)
+
+    @property
+    def improved(self) -> bool:
+        """The best kernel beats eager PyTorch beyond the noise (archive.improves_on_eager)."""
+        return self.best is not None and improves_on_eager(self.best)
 
 
 @dataclass(frozen=True)
@@ -222,7 +222,7 @@ def _failure_mix(attempts: Iterable[Attempt]) -> Markup | None:
 def _speedup_chart(attempts: list[Attempt]) -> Markup | None:
     x = _positions(attempts)
     points = [plots.Point(x[a.id], a.speedup, f"#{a.id} step {a.step} {a.strategy}: {a.speedup:.3g}×")
-              for a in attempts if _timed(a) and a.speedup is not None]
+              for a in attempts if a.timed and a.speedup is not None]
     if not points:
         return None
     failed = [x[a.id] for a in attempts if not a.correct]
@@ -342,6 +342,7 @@ def index_context(view: ArchiveView) -> dict[str, Any]:
     return {
         "attempts": attempts, "split": split, "failure_chart": _failure_mix(attempts),
         "geomean": geometric_mean(timed) if timed else None, "timed": len(timed), "attempted": len(attempted),
+        "improved": sum(t.improved for t in view.tasks),
         "geomean_all": geometric_mean(timed + [1.0] * (len(attempted) - len(timed))) if attempted and timed else None,
         "geomean_compile": geometric_mean(vs_compile) if vs_compile else None, "n_compile": len(vs_compile),
         "tokens": sum(t.tokens for t in view.tasks), "cost": sum(t.cost_usd for t in view.tasks),

@@ -3,8 +3,9 @@
     warpforge optimize TASK_OR_DIR... --llm PROVIDER:MODEL [--base-url URL] [--device cpu|cuda]
                        [--archive PATH] [--max-candidates N] [--strategy evolve|best-of-n] ...
 
-Exit codes: 0 when at least one task got a verified candidate faster than eager PyTorch (with
---target-speedup: when every task reached it), 1 otherwise, 2 for usage and configuration
+Exit codes: 0 when at least one task's best candidate (archive.best_attempt of the run) is faster
+than eager PyTorch beyond the noise (archive.improves_on_eager; with --target-speedup: when every
+task's best reached it), 1 otherwise (a result, not a failure), 2 for usage and configuration
 errors (no LLM configured, unreachable endpoint, unknown task), 130 after Ctrl-C; running the
 same command again resumes the run from the archive.
 """
@@ -125,7 +126,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
     improved = [o for o in summary.outcomes if o.improved]
-    print(f"warpforge: {len(improved)} of {len(summary.outcomes)} tasks improved over eager PyTorch; "
+    print(f"warpforge: {len(improved)} of {len(summary.outcomes)} tasks improved over eager PyTorch beyond the noise; "
           f"{summary.tokens} tokens, ${summary.cost_usd:.2f}; archive {args.archive} (run {summary.run_id})"
           + (f"; stopped: {summary.stopped_by}" if summary.stopped_by else ""), file=sys.stderr)
     if args.target_speedup is not None:

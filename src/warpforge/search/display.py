@@ -16,7 +16,7 @@ from rich.table import Table
 
 from warpforge.search.loop import TaskProgress
 
-COLUMNS = ("task", "state", "proposed", "evaluated", "correct", "best speedup", "tokens", "cost", "last")
+COLUMNS = ("task", "state", "proposed", "evaluated", "correct", "best speedup", "improved", "tokens", "cost", "last")
 
 
 class ProgressView:
@@ -47,10 +47,11 @@ class ProgressView:
             if self._live is not None:
                 self._live.update(self._table())
                 return
-            key = (progress.state, progress.proposed, progress.evaluated, progress.correct, progress.best_speedup)
+            key = (progress.state, progress.proposed, progress.evaluated, progress.correct, progress.best_speedup,
+                   progress.improved)
             if self._shown.get(progress.task) != key:
                 self._shown[progress.task] = key
-                print("  ".join(_cells(progress)[:7]), file=sys.stderr, flush=True)
+                print("  ".join(_cells(progress)[:8]), file=sys.stderr, flush=True)
 
     def _table(self) -> Table:
         table = Table(title="warpforge optimize", expand=False)
@@ -63,6 +64,8 @@ class ProgressView:
 
 
 def _cells(p: TaskProgress) -> list[str]:
+    """One row; "best speedup" and "improved" are archive.best_attempt / improves_on_eager, as everywhere."""
     best = f"{p.best_speedup:.2f}x" if p.best_speedup is not None else "-"
-    return [p.task, p.state, str(p.proposed), str(p.evaluated), str(p.correct), best, str(p.tokens),
+    improved = "-" if p.best_speedup is None else ("yes" if p.improved else "no")
+    return [p.task, p.state, str(p.proposed), str(p.evaluated), str(p.correct), best, improved, str(p.tokens),
             f"${p.cost_usd:.2f}", p.last]

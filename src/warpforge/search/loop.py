@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from warpforge.archive import Archive, Attempt, RunLock
+from warpforge.archive import Archive, Attempt, RunLock, best_attempt, improves_on_eager
 from warpforge.candidate import Candidate, EvalResult
 from warpforge.config import EvalConfig
 from warpforge.errors import ConfigError
@@ -94,6 +94,9 @@ class TaskProgress:
     evaluated: int = 0
     correct: int = 0
     best_speedup: float | None = None
+    """archive.best_attempt of the run's attempts so far: the number every other view shows."""
+    improved: bool = False
+    """That attempt passes archive.improves_on_eager."""
     tokens: int = 0
     cost_usd: float = 0.0
     last: str = ""
@@ -103,9 +106,10 @@ class TaskProgress:
 class TaskOutcome:
     task: str
     best: Attempt | None
+    """archive.best_attempt of the run's attempts of this task."""
     attempts: int
     improved: bool
-    """The best verified candidate beats eager PyTorch by more than both timings' spread."""
+    """archive.improves_on_eager(best): faster than eager PyTorch beyond the noise."""
 
 
 @dataclass(frozen=True)
@@ -338,26 +342,27 @@ class Optimizer:
             return f"evaluation-time budget spent ({t.gpu_seconds:.0f} s of {b.gpu_seconds:.0f} s)"
         if b.wall_seconds is not None and time.monotonic() - t.started >= b.wall_seconds:
             return f"wall-time budget spent ({b.wall_seconds:.0f} s)"
-        best = incumbent(self.archive.attempts(task=task.name, run_id=run_id))
+        best = best_attempt(self.archive.attempts(task=task.name, run_id=run_id))
         if b.target_speedup is not None and best is not None and (best.speedup or 0.0) >= b.target_speedup:
             return f"target speedup {b.target_speedup:g}x reached"
         return ""
 
     def _show(self, progress: TaskProgress, attempts: Any, state: str) -> None:
         attempts = list(attempts)
-        best = incumbent(attempts)
+        best = best_attempt(attempts)  # what archive ls/best and the report show for this run
         progress.state = state
         progress.proposed = len(attempts)
         progress.evaluated = sum(1 for a in attempts if a.status is not None)
         progress.correct = sum(1 for a in attempts if a.correct)
         progress.best_speedup = best.speedup if best else None
+        progress.improved = best is not None and improves_on_eager(best)
         progress.tokens = sum((a.prompt_tokens or 0) + (a.completion_tokens or 0) for a in attempts)
         progress.cost_usd = sum(a.cost_usd or 0.0 for a in attempts)
         self.on_progress(progress)
 
     def _outcome(self, run_id: str, task: Task) -> TaskOutcome:
         attempts = self.archive.attempts(task=task.name, run_id=run_id)
-        best = incumbent(attempts)
+        best = best_attempt(attempts)
         return TaskOutcome(task.name, best, len(attempts), best is not None and improves_on_eager(best))
 
 
@@ -383,15 +388,6 @@ class _PoolJudge:
 
         job = Job(0, str(self.task.path), candidate.id, candidate.source)
         return EvalResult.from_dict(self.pool.submit(job).result())
-
-
-def improves_on_eager(attempt: Attempt) -> bool:
-    """Faster than eager PyTorch by more than the two timings' spread."""
-    if attempt.candidate_ms is None or attempt.reference_ms is None:
-        return False
-    timing = result_field(attempt, "timing", {}) or {}
-    ref_iqr = ((timing.get("reference") or {}).get("iqr_ms")) or 0.0
-    return attempt.reference_ms - attempt.candidate_ms > (attempt.candidate_iqr_ms or 0.0) + ref_iqr
 
 
 def _variant(a: Attempt) -> Variant:

@@ -2,8 +2,11 @@
 
 A strategy (one module each: best_of_n.py, evolve.py) looks at the attempts so far and returns
 `Plan`s: which prompt strategy to use and which earlier attempts to show. The loop turns a plan
-into a prompt, an LLM call, a candidate and an evaluation. `beats` is the one acceptance rule:
-noise-aware, so a candidate counts as better only when it wins by more than the measured spread.
+into a prompt, an LLM call, a candidate and an evaluation. `beats` is the search's acceptance
+rule, the one noise rule (metrics.faster_beyond_noise) between two candidates: a candidate counts
+as better only when it wins by more than the measured spread. The incumbent only steers the
+search; what a run reports as a task's best and "improved" is archive.best_attempt /
+improves_on_eager.
 """
 
 from __future__ import annotations
