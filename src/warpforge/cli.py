@@ -65,6 +65,9 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-profile", action="store_true", help="skip recording which kernels ran")
     p.add_argument("--fresh-baselines", action="store_true",
                    help="re-time the eager / torch.compile baselines instead of reusing this machine's cached ones")
+    p.add_argument("--cpu-threads", type=int, default=None, metavar="N",
+                   help="threads of the reference and the candidate on the cpu, the same for both "
+                        "(default: $OMP_NUM_THREADS, else 1)")
     p.add_argument("--sets-memory-gb", type=float, default=None, metavar="GB",
                    help="memory the input sets and their float64 outputs may take; a bigger task gets fewer sets, "
                         "at least 2 checked + 1 timed (default: 30%% of the GPU's memory; no cap on cpu)")
@@ -79,6 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when a GPU is visible, else cpu")
     d.add_argument("--json", action="store_true", help="print one JSON object per example on stdout")
     add_sandbox_option(d)
+    c = sub.add_parser("calibrate", help="A/A: evaluate each task's own reference as its candidate (must pass at 1.00x)",
+                       description="Evaluate each task's reference program against itself (Model renamed ModelNew): "
+                                   "it must be accepted and read 1.00x. Prints a row per task and a summary; exit 1 "
+                                   "when any reference is rejected.")
+    c.add_argument("tasks", nargs="+", metavar="TASK_OR_DIR", help="task files, folders of them (a KernelBench "
+                   "level folder), suite names (level1/softmax) or levels (level1)")
+    c.add_argument("--json", action="store_true", help="one JSON object per task on stdout, then the summary")
+    c.add_argument("--out", help="append each task's row to this JSON-lines file as it arrives")
+    add_eval_options(c)
     t = sub.add_parser("tasks", help="list the built-in task suite, or the tasks of a KernelBench-style tree")
     t.add_argument("--root", help="a directory of level1/, level2/... folders (e.g. KernelBench/KernelBench)")
     t.add_argument("--json", action="store_true")
@@ -116,6 +128,56 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0 if result.correct else 1
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from warpforge.calibrate import calibrate, summarise
+    from warpforge import jsonl
+
+    tasks = _tasks_of(args.tasks)
+    config = config_from_args(args)
+
+    def show(row: dict) -> None:  # type: ignore[type-arg]
+        if args.out:
+            jsonl.append(args.out, [row])
+        if args.json:
+            print(json.dumps(row), flush=True)
+        else:
+            speed = f"{row['speedup']:.3f}x" if row["speedup"] else "-"
+            print(f"{row['task']:<40} {row['status']:<14} {speed:>8}  {row['reason'][:90]}", file=sys.stderr, flush=True)
+
+    print(f"calibrate: {len(tasks)} tasks, each reference evaluated as its own candidate", file=sys.stderr)
+    summary = summarise(calibrate(tasks, config, show))
+    if args.json:
+        print(json.dumps({"summary": summary}))
+    else:
+        geo = summary["geomean_speedup"]
+        print(f"accepted {summary['accepted']} of {summary['tasks']}; speedup geomean "
+              f"{geo:.3f}x" if geo else f"accepted {summary['accepted']} of {summary['tasks']}", file=sys.stderr)
+        if summary["rejected"]:
+            print(f"rejected against themselves: {', '.join(summary['rejected'])}", file=sys.stderr)
+        if summary["outside_3pct"]:
+            print(f"outside 1.00x +- 3% (tasks of 50 us or more): {', '.join(summary['outside_3pct'])}", file=sys.stderr)
+    return 0 if not summary["rejected"] else 1
+
+
+def _tasks_of(names: list[str]) -> list:  # type: ignore[type-arg]
+    """Task files, folders of them, suite names and suite levels, each task once."""
+    from pathlib import Path
+
+    from warpforge.task import SUITE_DIR, load_task, suite_paths
+
+    tasks = []
+    for name in names:
+        path = Path(name)
+        if path.is_dir() or (SUITE_DIR / name).is_dir():
+            found = suite_paths(path if path.is_dir() else SUITE_DIR / name)
+            if not found:
+                raise UsageError(f"no task files in {name}: give a folder of KernelBench-format .py files")
+            tasks += [load_task(p) for p in found]
+        else:
+            tasks.append(load_task(name))
+    return list({t.name: t for t in tasks}.values())
+
+
 def config_from_args(args: argparse.Namespace) -> EvalConfig:
     """The EvalConfig of `add_eval_options`' flags; a clear error for --device cuda without a GPU."""
     from warpforge import EvalConfig
@@ -124,7 +186,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         device=args.device, size=args.size, trials=args.trials, bench=not args.no_bench, mode=args.mode,
         allow_tf32=args.allow_tf32, compile_baseline=args.compile_baseline, profile=not args.no_profile,
         reuse_baselines=False if args.fresh_baselines else None, sets_memory_gb=args.sets_memory_gb,
-        sandbox=sandbox_from_args(args),
+        sandbox=sandbox_from_args(args), cpu_threads=args.cpu_threads,
         **({"timeout_s": args.timeout} if args.timeout is not None else {}),
     )
     if config.device == "cuda":
@@ -227,7 +289,7 @@ def _commands() -> dict[str, Callable[[argparse.Namespace], int]]:
     from warpforge.report.html import cmd_report
     from warpforge.search.cli import cmd_optimize
 
-    return {"eval": cmd_eval, "demo": cmd_demo, "tasks": cmd_tasks, "optimize": cmd_optimize,
+    return {"eval": cmd_eval, "calibrate": cmd_calibrate, "demo": cmd_demo, "tasks": cmd_tasks, "optimize": cmd_optimize,
             "archive": cmd_archive, "report": cmd_report, "mcp": cmd_mcp, "agent": cmd_agent, "gemm": cmd_gemm, "eval-batch": cmd_eval_batch,
             "train": cmd_train}
 

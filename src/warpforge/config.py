@@ -74,6 +74,11 @@ class EvalConfig:
     2 checked and 1 timed, or the trials asked when fewer), and its result says so in `warnings`
     and `trials`. None = 30 % of the GPU's memory on CUDA (the candidate holds the same inputs
     beside it); no cap on CPU."""
+    cpu_threads: int | None = None
+    """Threads of the reference and candidate processes on the CPU, the same for both: a pinned
+    count keeps a timing from depending on what else the machine runs (an A/A pair read 0.51-42.7x
+    on a loaded 2-core machine with every process taking every core). None = $OMP_NUM_THREADS
+    when the user set it, else 1. Not used on CUDA."""
     spare_workers: int | None = None
     """Candidate processes a `Judge` keeps started ahead, so their start-up (torch import, CUDA
     context, profiler: 11-15 s measured on an H100) overlaps earlier candidates; they are paused
@@ -81,6 +86,8 @@ class EvalConfig:
     None = 3 on CUDA, 1 on CPU."""
 
     def __post_init__(self) -> None:
+        if self.cpu_threads is not None and self.cpu_threads < 1:
+            raise ConfigError(f"cpu_threads must be at least 1, not {self.cpu_threads}")
         if self.device not in (None, "cpu", "cuda"):
             raise ConfigError(f"device must be 'cpu' or 'cuda', not {self.device!r}")
         if self.mode not in ("offline", "server"):
@@ -108,6 +115,7 @@ class EvalConfig:
             compile_baseline=(device == "cuda") if self.compile_baseline is None else self.compile_baseline,
             reuse_baselines=(device == "cuda") if self.reuse_baselines is None else self.reuse_baselines,
             spare_workers=(3 if device == "cuda" else 1) if self.spare_workers is None else self.spare_workers,
+            cpu_threads=self.cpu_threads or _user_threads() or 1,
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -119,3 +127,9 @@ def cuda_available() -> bool:
     import torch
 
     return bool(torch.cuda.is_available())
+
+
+def _user_threads() -> int | None:
+    """$OMP_NUM_THREADS when it is a positive whole number."""
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    return int(value) if value.isdigit() and int(value) > 0 else None

@@ -435,4 +435,6 @@ def _child_env(cfg: EvalConfig) -> dict[str, str]:
     if cfg.device == "cpu":
         env["TRITON_INTERPRET"] = "1"  # Triton kernels run on the CPU through its interpreter
         env["CUDA_VISIBLE_DEVICES"] = ""
+        threads = str(cfg.cpu_threads or 1)  # the same count for the reference and the candidate
+        env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)
     return env

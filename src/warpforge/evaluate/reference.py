@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from warpforge.errors import TaskError
+from warpforge.evaluate import state as module_state
 from warpforge.evaluate import bench, hardware
 from warpforge.evaluate.inputs import DEFAULT_DISTS, apply_distribution, fast_serialization, split_outputs
 from warpforge.evaluate import debug
@@ -46,8 +47,13 @@ def main(spec_path: str) -> None:
     spec = json.loads(Path(spec_path).read_text())
     Path(spec_path).unlink()
     device = spec["device"]
-    torch.backends.cuda.matmul.allow_tf32 = bool(spec["allow_tf32"])
-    torch.backends.cudnn.allow_tf32 = bool(spec["allow_tf32"])
+    # The task's program runs under PyTorch's own defaults (cuDNN convolutions in TF32, fp32 matmuls
+    # in true fp32), as it does for the user and as the candidate's process runs: its native error
+    # against float64, measured under them, calibrates the tolerance (verify.tolerance_for), and the
+    # baselines are timed under them. An opt-in to TF32 turns it on for matmuls as well.
+    if spec["allow_tf32"]:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     try:
         task = load_task(spec["task_path"])
         module = import_task_module(task, spec["sizes"])
@@ -65,6 +71,7 @@ def main(spec_path: str) -> None:
                      f"{type(exc).__name__}: {exc}")
         return
     hw = hardware.fingerprint(device)
+    pristine = module_state.snapshot(model)  # put back before every call (state.py): stateful tasks
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     channel.send("loaded", flops=flops, bytes=nbytes, hardware=hw)
     held: list[list[torch.Tensor]] = []  # the current draw's reference outputs, one list per input set
@@ -80,14 +87,15 @@ def main(spec_path: str) -> None:
         held.clear()  # a new draw: the last candidate's references go first
         if device == "cuda":
             torch.cuda.empty_cache()
-        drawn = _draw(channel, module, task.metadata, model, init_inputs, state, request, spec, hw)
+        drawn = _draw(channel, module, task.metadata, model, pristine, init_inputs, state, request, spec, hw)
         if drawn is None:
             return
         held.extend(drawn[0])
         dtypes = drawn[1]
 
 
-def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.nn.Module, init_inputs: list[Any],
+def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.nn.Module,
+          pristine: list[module_state.Saved], init_inputs: list[Any],
           state: dict[str, torch.Tensor], request: dict[str, Any], spec: dict[str, Any],
           hw: dict[str, Any]) -> tuple[list[list[torch.Tensor]], list[torch.dtype]] | None:
     """One draw: fresh inputs from the request's seeds, their float64 outputs, the baselines if
@@ -113,7 +121,7 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
         channel.send("task_error", message=f"the task's get_inputs() failed: {type(exc).__name__}: {exc}")
         return None
     try:
-        outputs64, native_dtypes, native_errors, output_notes = _reference_outputs(model, trials, device)
+        outputs64, native_dtypes, native_errors, output_notes = _reference_outputs(model, pristine, trials, device)
         notes += output_notes
     except Exception as exc:
         channel.send("task_error", message=f"the task's own forward() failed: {type(exc).__name__}: {exc}",
@@ -125,7 +133,7 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
     channel.send("reference", dtypes=[str(d) for d in native_dtypes], native_errors=native_errors, notes=notes,
                  numels=[int(o.numel()) for o in outputs64[0]], sets=len(trials), verify_sets=verify_sets)
     if request.get("time_baselines") and sys.stdin.readline().strip() == "time":  # the machine is quiet now
-        _time_baselines(channel, model, trials, device, spec, hw)
+        _time_baselines(channel, model, pristine, trials, device, spec, hw)
     del trials
     if device == "cuda":
         torch.cuda.empty_cache()  # the inputs are in the file now: their memory goes back for the candidate
@@ -234,19 +242,25 @@ def _to(x: Any, device: str, double: bool = False) -> Any:
     return x.double() if double and x.is_floating_point() else x
 
 
-def _reference_outputs(model: torch.nn.Module, trials: list[list[Any]], device: str):
+def _reference_outputs(model: torch.nn.Module, pristine: list[module_state.Saved], trials: list[list[Any]],
+                       device: str):
     """float64 outputs, the native dtypes, and the native program's (rel_l2, max_rel) errors. The
-    outputs stay on the GPU unless they would take more than a quarter of its memory."""
+    outputs stay on the GPU unless they would take more than a quarter of its memory. Every call
+    starts from the module's state as built (`pristine`)."""
+    module_state.restore(pristine)
     model64 = copy.deepcopy(model).double()
+    pristine64 = module_state.snapshot(model64)
     outputs64, native_errors, notes = [], [], []
     dtypes: list[torch.dtype] = []
     with torch.no_grad():
         for inputs in trials:
+            module_state.restore(pristine)
             native = split_outputs(model(*[_to(x, device) for x in inputs]))
             for out in native:
                 if type(out) is not torch.Tensor:
                     raise TaskError(f"the task's forward() returned a {type(out).__name__}, not a tensor")
             try:
+                module_state.restore(pristine64)
                 exact = split_outputs(model64(*[_to(x, device, double=True) for x in inputs]))
             except Exception as exc:  # some ops have no float64 kernel: fall back to the native result
                 notes.append(f"float64 reference unavailable ({type(exc).__name__}); using the task's dtype")
@@ -271,8 +285,8 @@ def _baseline_cache(spec: dict[str, Any], hw: dict[str, Any]) -> Path | None:
     return Path(spec["baseline_cache_dir"]) / f"{digest}.json"
 
 
-def _time_baselines(channel: Channel, model: torch.nn.Module, trials: list[list[Any]], device: str,
-                    spec: dict[str, Any], hw: dict[str, Any]) -> None:
+def _time_baselines(channel: Channel, model: torch.nn.Module, pristine: list[module_state.Saved],
+                    trials: list[list[Any]], device: str, spec: dict[str, Any], hw: dict[str, Any]) -> None:
     cache = _baseline_cache(spec, hw)
     if cache is not None and cache.is_file():
         for message in json.loads(cache.read_text()):
@@ -284,7 +298,7 @@ def _time_baselines(channel: Channel, model: torch.nn.Module, trials: list[list[
         sent.append({"type": type_, **payload})
         channel.send(type_, **payload)
 
-    _measure_baselines(send, model, trials, device, spec)
+    _measure_baselines(send, model, pristine, trials, device, spec)
     if cache is not None:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
@@ -292,11 +306,12 @@ def _time_baselines(channel: Channel, model: torch.nn.Module, trials: list[list[
         tmp.replace(cache)
 
 
-def _measure_baselines(send: Any, model: torch.nn.Module, trials: list[list[Any]], device: str,
-                       spec: dict[str, Any]) -> None:
+def _measure_baselines(send: Any, model: torch.nn.Module, pristine: list[module_state.Saved], trials: list[list[Any]],
+                       device: str, spec: dict[str, Any]) -> None:
     sets = [[_to(x, device) for x in inputs] for inputs in trials]
 
     def prepare(i: int) -> list[Any]:
+        module_state.restore(pristine)  # as the candidate's process does before each timed call
         return [x.clone() if isinstance(x, torch.Tensor) else x for x in sets[i]]
 
     def timed(fn: Any) -> dict[str, Any]:

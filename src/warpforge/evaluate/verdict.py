@@ -137,7 +137,9 @@ def _decide_bench(by_type: dict[str, dict[str, Any]], reference: Reference, cfg:
             if summary is None:
                 return with_verdict(common, "incorrect", f"a timed call reported input set {index}, which was never drawn",
                                     "bench")
-            problem = compare_fingerprint(fp, summary, reference.tolerances[j])
+            dtype = reference.dtypes[j]
+            problem = compare_fingerprint(fp, summary, reference.tolerances[j],
+                                          torch.finfo(dtype).max if dtype.is_floating_point else math.inf)
             if problem:
                 return with_verdict(common, "incorrect", f"{problem} (input set {int(index) + 1}); correct answers only outside "
                                   "timing are not accepted", "bench")

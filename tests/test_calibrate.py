@@ -1,0 +1,92 @@
+"""A/A: a task's own reference program, as its candidate, must be accepted (calibrate.py), also
+for stateful tasks and for fp16 outputs that overflow; the rules behind it (state.py, verify.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from warpforge import EvalConfig, load_task
+from warpforge.calibrate import as_candidate, calibrate, summarise
+from warpforge.evaluate import state
+from warpforge.evaluate.verify import Tolerance, compare, compare_fingerprint, summarize_reference
+
+TASKS = Path(__file__).parent / "fixtures" / "tasks"
+FAST = {"device": "cpu", "trials": 5, "bench": False, "spare_workers": 0, "timeout_s": 120.0}
+
+
+def test_the_candidate_is_the_task_renamed() -> None:
+    source = as_candidate(load_task(TASKS / "rnn_hidden.py")).source
+    assert "class ModelNew(nn.Module)" in source and "super(ModelNew, self)" in source and "class Model(" not in source
+
+
+def test_stateful_and_overflowing_references_pass_against_themselves() -> None:
+    tasks = [load_task(TASKS / f"{name}.py") for name in ("rnn_hidden", "overflow_fp16", "matmul")]
+    rows = calibrate(tasks, EvalConfig(**FAST))  # type: ignore[arg-type]
+    assert [r["status"] for r in rows] == ["correct"] * 3, [(r["task"], r["reason"]) for r in rows]
+    summary = summarise(rows)
+    assert summary["accepted"] == 3 and summary["rejected"] == []
+
+
+def test_a_stateful_reference_passes_timed_and_twice_in_one_judge() -> None:
+    """Timed calls and a second candidate of the same Judge call the module many more times than the
+    reference did: without the state put back, both read wrong (rel L2 0.93 measured before)."""
+    from warpforge import Judge
+
+    task = load_task(TASKS / "rnn_hidden.py")
+    cfg = EvalConfig(**{**FAST, "bench": True, "warmup_ms": 5.0, "rep_ms": 20.0, "min_reps": 5})  # type: ignore[arg-type]
+    with Judge(task, cfg) as judge:
+        for _ in range(2):
+            result = judge.evaluate(as_candidate(task))
+            assert result.correct, result.reason
+
+
+def test_state_is_put_back_before_each_call() -> None:
+    module = load_task(TASKS / "rnn_hidden.py")
+    from warpforge.task import import_task_module
+
+    mod = import_task_module(module)
+    torch.manual_seed(0)
+    model = mod.Model(*mod.get_init_inputs())
+    x = torch.randn(mod.batch_size, mod.input_size)
+    saved = state.snapshot(model)
+    first = model(x)
+    assert not torch.equal(model(x), first)  # the task really is stateful
+    state.restore(saved)
+    assert torch.equal(model(x), first)
+    state.restore(saved)
+    assert torch.equal(model(x), first)  # the snapshot itself was not changed by the calls
+
+
+def test_an_overflow_to_inf_is_right_only_where_the_exact_value_is_beyond_the_dtype() -> None:
+    ref = torch.tensor([1.0, 70000.0, -80000.0, 3.0], dtype=torch.float64)
+    tol = Tolerance(5e-3, 2e-2)
+    good = torch.tensor([1.0, float("inf"), float("-inf"), 3.0], dtype=torch.float16)
+    assert compare(good, ref, torch.float16, tol).ok
+    wrong_sign = torch.tensor([1.0, float("-inf"), float("-inf"), 3.0], dtype=torch.float16)
+    assert not compare(wrong_sign, ref, torch.float16, tol).ok
+    spurious = torch.tensor([float("inf"), float("inf"), float("-inf"), 3.0], dtype=torch.float16)
+    assert not compare(spurious, ref, torch.float16, tol).ok
+    as_fp32 = torch.tensor([1.0, float("inf"), float("-inf"), 3.0], dtype=torch.float32)  # fp32 holds 70000
+    assert not compare(as_fp32, ref, torch.float32, tol).ok
+    positions = torch.tensor([0, 1, 2, 3])
+    fp = {"norm": float("inf"), "values": [1.0, float("inf"), float("-inf"), 3.0]}
+    summary = summarize_reference(ref, positions)
+    assert compare_fingerprint(fp, summary, tol, torch.finfo(torch.float16).max) is None
+    assert compare_fingerprint(fp, summary, tol) is not None  # without the dtype's limit: NaN/Inf mismatch
+
+
+def test_calibrate_command_prints_rows_and_exits_by_the_verdicts(tmp_path: Path) -> None:
+    out = tmp_path / "aa.jsonl"
+    done = subprocess.run([sys.executable, "-m", "warpforge.cli", "calibrate", str(TASKS / "matmul.py"),
+                           str(TASKS / "bad_inputs_string.py"), "--device", "cpu", "--no-bench", "--json",
+                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r.get("status") for r in lines[:-1]] == ["correct", "task_error"], done.stderr
+    assert lines[-1]["summary"]["rejected"] == [load_task(TASKS / "bad_inputs_string.py").name]
+    assert done.returncode == 1 and len(out.read_text().splitlines()) == 2
