@@ -38,7 +38,7 @@ def row(task: Task, result: EvalResult) -> dict[str, Any]:
     return {"task": task.name, "status": result.status, "stage": result.stage, "speedup": result.speedup,
             "reference_ms": ref, "candidate_ms": result.candidate.median_ms if result.candidate else None,
             "rel_l2_err": result.rel_l2_err, "tolerance": result.tolerance.get("rel_l2"),
-            "reason": result.reason, "warnings": list(result.warnings)}
+            "reason": result.reason, "warnings": list(result.warnings), "hardware": result.hardware}
 
 
 def calibrate(tasks: Iterable[Task], config: EvalConfig,
@@ -55,7 +55,7 @@ def calibrate(tasks: Iterable[Task], config: EvalConfig,
         except TaskError as exc:
             out = {"task": task.name, "status": "task_error", "stage": "reference", "speedup": None,
                    "reference_ms": None, "candidate_ms": None, "rel_l2_err": None, "tolerance": None,
-                   "reason": str(exc), "warnings": []}
+                   "reason": str(exc), "warnings": [], "hardware": {}}
         rows.append(out)
         if on_row is not None:
             on_row(out)
