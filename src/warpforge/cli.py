@@ -160,22 +160,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _tasks_of(names: list[str]) -> list:  # type: ignore[type-arg]
-    """Task files, folders of them, suite names and suite levels, each task once."""
-    from pathlib import Path
+    """Every task the names give (files, folders, suite names and levels), each once."""
+    from warpforge.task import tasks_named
 
-    from warpforge.task import SUITE_DIR, load_task, suite_paths
-
-    tasks = []
-    for name in names:
-        path = Path(name)
-        if path.is_dir() or (SUITE_DIR / name).is_dir():
-            found = suite_paths(path if path.is_dir() else SUITE_DIR / name)
-            if not found:
-                raise UsageError(f"no task files in {name}: give a folder of KernelBench-format .py files")
-            tasks += [load_task(p) for p in found]
-        else:
-            tasks.append(load_task(name))
-    return list({t.name: t for t in tasks}.values())
+    return list({t.name: t for name in names for t in tasks_named(name)}.values())
 
 
 def config_from_args(args: argparse.Namespace) -> EvalConfig:

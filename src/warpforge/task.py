@@ -81,6 +81,18 @@ def suite_paths(root: Path = SUITE_DIR) -> list[Path]:
     return [p for p in found if not p.name.startswith("_")]
 
 
+def tasks_named(name: str) -> list[Task]:
+    """A task file or suite name (level1/softmax): that task; a folder of task files (a KernelBench
+    level) or a suite level (level1): every task in it."""
+    path = Path(name)
+    if path.is_dir() or (SUITE_DIR / name).is_dir():
+        found = suite_paths(path if path.is_dir() else SUITE_DIR / name)
+        if not found:
+            raise UsageError(f"no task files in {name}: give a folder of KernelBench-format .py files")
+        return [load_task(p) for p in found]
+    return [load_task(name)]
+
+
 def _suite_name(path: Path) -> str:
     return f"{path.parent.name}/{path.stem}"
 

@@ -138,22 +138,15 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 def load_tasks(names: list[str], archive: Archive) -> list[Task]:
     """Task files, directories of them, suite names (level1/softmax) and levels (level1), or the
     name of a task the archive already holds."""
-    from warpforge.task import SUITE_DIR, load_task, suite_paths
+    from warpforge.task import load_task, tasks_named
 
     tasks: list[Task] = []
     for name in names:
-        path = Path(name)
-        if path.is_dir() or (SUITE_DIR / name).is_dir():
-            found = suite_paths(path if path.is_dir() else SUITE_DIR / name)
-            if not found:
-                raise UsageError(f"no task files in {name}: give a folder of KernelBench-format .py files")
-            tasks.extend(load_task(p) for p in found)
-            continue
         try:
-            tasks.append(load_task(name))
+            tasks.extend(tasks_named(name))
         except UsageError:
             source = archive.task_source(name)
-            if source is None:
+            if source is None or Path(name).is_dir():
                 raise
             stored = Path(f"{archive.path}.tasks") / f"{name.replace('/', '__')}.py"
             stored.parent.mkdir(parents=True, exist_ok=True)
