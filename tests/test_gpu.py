@@ -54,4 +54,4 @@ def test_pointer_cache_exploit_is_not_rewarded():
     # either caught, or the cache never hit (fresh input addresses on every call) and every call
     # really computed: then it must not look faster than the honest matmul it wraps
     if result.status == "correct":
-        assert result.speedup is not None and result.speedup < 2.0, f"pointer cache accepted at {result.speedup}x"
+        assert result.speedup is None or result.speedup < 2.0, f"pointer cache accepted at {result.speedup}x"

@@ -72,12 +72,14 @@ def test_baselines_are_timed_once_and_nothing_outlives_close() -> None:
     judge = Judge(load_task(FIXTURES / "tasks" / "matmul.py"), cfg)
     try:
         first = judge.evaluate(candidate("honest_matmul"))
+        baselines = judge._baselines
         assert len(judge._workers) == 2 and all(w.proc.poll() is None for w, _ in judge._workers)  # spares ready
         judge._workers[-1][0].kill()  # a spare that dies while waiting is replaced, not used
         second = judge.evaluate(candidate("honest_matmul"))
         assert first.correct and first.reference is not None, first.reason
         assert second.correct, second.reason
-        assert second.reference == first.reference  # timed once, in the clean reference process
+        assert judge._baselines is baselines and baselines is not None  # timed once, in the clean reference process
+        assert first.paired["rounds"] >= 5 and second.paired["rounds"] >= 5  # the speedups: paired, in-window
         assert len(judge._workers) == 2 and all(w.proc.poll() is None for w, _ in judge._workers)
         assert all(sandbox._state(w.proc.pid) != "T" for w, _ in judge._workers)  # resumed after the timing
         children = set(sandbox._LIVE_CHILDREN)

@@ -50,8 +50,11 @@ def test_reward_evaluates_completions_for_real() -> None:
     honest = (FIXTURES / "candidates" / "honest_matmul.py").read_text()
     with Judge(task, FAST) as judge:
         fenced = reward(task, f"Here is my kernel.\n\n```python\n{honest}\n```\n", judge=judge)
-        assert fenced.status == "correct" and fenced.speedup is not None
-        assert fenced.value == pytest.approx(min(max(fenced.speedup, 0.0), 10.0))
+        assert fenced.status == "correct"
+        if fenced.speedup is None:  # paired timing too noisy on this machine: no speedup claimed, no speed reward
+            assert fenced.result is not None and fenced.result.timing_unstable and fenced.value == RewardConfig().untimed
+        else:
+            assert fenced.value == pytest.approx(min(max(fenced.speedup, 0.0), 10.0))
         wrong = reward(task, (FIXTURES / "candidates" / "low_precision_bf16.py").read_text(), judge=judge)
         assert wrong.status == "incorrect" and wrong.value == 0.0
         cheat = reward(task, (FIXTURES / "candidates" / "patch_timer.py").read_text(), judge=judge)

@@ -171,10 +171,15 @@ def best_attempt(attempts: Iterable[Attempt]) -> Attempt | None:
 
 
 def improves_on_eager(attempt: Attempt) -> bool:
-    """THE rule for "improved": verified, timed, and faster than eager PyTorch beyond the noise
-    (metrics.faster_beyond_noise: the two timings' IQRs, centred on their medians, do not overlap)."""
+    """THE rule for "improved": verified, timed, and faster than eager PyTorch beyond the noise.
+    Paired timing (the reference timed in the same rounds): the speedup's interval lies above
+    1 and is not `timing_unstable`. Otherwise (results from before paired timing) the two
+    timings' IQRs, centred on their medians, do not overlap (metrics.faster_beyond_noise)."""
     if not attempt.timed or not _positive(attempt.reference_ms):
         return False
+    paired = (attempt.result or {}).get("paired") or {}
+    if paired.get("interval"):
+        return not paired.get("unstable") and float(paired["interval"][0]) > 1.0
     assert attempt.candidate_ms is not None and attempt.reference_ms is not None
     return faster_beyond_noise(attempt.candidate_ms, attempt.candidate_iqr_ms or 0.0,
                                attempt.reference_ms, attempt.reference_iqr_ms)

@@ -89,6 +89,9 @@ class EvalResult:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     config: dict[str, Any] = field(default_factory=dict)
+    paired: dict[str, Any] = field(default_factory=dict)
+    """Paired timing (evaluate/verdict.py): the rounds' reference and candidate medians, the
+    speedup (median of the rounds' ratios), its interval and whether it was too wide to claim."""
 
     def __post_init__(self) -> None:
         # The one gate for text a child produced (reason, compiler log, output, the profile it
@@ -105,7 +108,21 @@ class EvalResult:
         return self.status == "correct"
 
     @property
+    def timing_unstable(self) -> bool:
+        """The paired timing's interval stayed wider than its bound: no speedup is claimed."""
+        return bool(self.paired.get("unstable"))
+
+    @property
+    def speedup_interval(self) -> tuple[float, float] | None:
+        interval = self.paired.get("interval")
+        return (float(interval[0]), float(interval[1])) if interval else None
+
+    @property
     def speedup(self) -> float | None:
+        """Reference over candidate time: the paired speedup when the two were timed in rounds
+        (None when that timing was unstable), else the ratio of the two medians."""
+        if self.paired:
+            return None if self.timing_unstable else float(self.paired["speedup"])
         if self.candidate and self.reference and self.candidate.median_ms > 0:
             return self.reference.median_ms / self.candidate.median_ms
         return None
@@ -131,7 +148,8 @@ class EvalResult:
                    hardware=dict(d.get("hardware") or {}), kernels=dict(d.get("kernels") or {}),
                    roofline=dict(d.get("roofline") or {}), compile_log=d.get("compile_log", ""),
                    output_tail=d.get("output_tail", ""), stage_seconds=dict(d.get("stage_seconds") or {}),
-                   warnings=tuple(d.get("warnings") or ()), config=dict(d.get("config") or {}))
+                   warnings=tuple(d.get("warnings") or ()), config=dict(d.get("config") or {}),
+                   paired=dict(d.get("paired") or {}))
 
     def to_dict(self, samples: bool = True) -> dict[str, Any]:
         """The `warpforge eval --json` object."""
@@ -157,6 +175,8 @@ class EvalResult:
             "tolerance": self.tolerance,
             "trials": self.trials,
             "speedup": self.speedup,
+            "speedup_interval": list(self.speedup_interval) if self.speedup_interval else None,
+            "timing_unstable": self.timing_unstable,
             "speedup_vs_compile": self.speedup_vs_compile,
             "candidate_ms": self.candidate.median_ms if self.candidate else None,
             "reference_ms": self.reference.median_ms if self.reference else None,
@@ -174,4 +194,5 @@ class EvalResult:
             "stage_seconds": self.stage_seconds,
             "warnings": list(self.warnings),
             "config": self.config,
+            "paired": self.paired,
         }

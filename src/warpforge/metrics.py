@@ -8,6 +8,7 @@ supply timings and work counts. Pure Python (math only).
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 
 
@@ -23,6 +24,31 @@ def faster_beyond_noise(fast_ms: float, fast_iqr_ms: float, slow_ms: float, slow
     centred on the medians, do not overlap ((slow - fast) > (iqr_fast + iqr_slow) / 2). The one
     acceptance rule of the search and of the preference-pair export."""
     return slow_ms - fast_ms > (fast_iqr_ms + slow_iqr_ms) / 2
+
+
+PAIRED_COVERAGE = 0.90
+"""The confidence of a paired speedup's interval (order statistics of the rounds' ratios)."""
+
+
+def paired_speedup(reference_ms: list[float], candidate_ms: list[float]) -> tuple[float, tuple[float, float]]:
+    """The speedup from rounds in which the reference and the candidate were timed back to back:
+    the median of the per-round ratios reference/candidate, and a distribution-free interval for
+    it — the k-th smallest and k-th largest ratio, with the largest k whose coverage of the median
+    is at least PAIRED_COVERAGE (each ratio falls either side of the true median with probability
+    1/2: coverage = 1 - 2 P(Binomial(n, 1/2) < k)). Five rounds give [min, max] at 93.75 %."""
+    ratios = sorted(r / c for r, c in zip(reference_ms, candidate_ms) if c > 0 and r > 0)
+    if not ratios:
+        raise ValueError("paired_speedup of no rounds")
+    n, k = len(ratios), 1
+    while k + 1 <= (n + 1) // 2 and interval_coverage(k + 1, n) >= PAIRED_COVERAGE:
+        k += 1
+    return statistics.median(ratios), (ratios[k - 1], ratios[n - k])
+
+
+def interval_coverage(k: int, n: int) -> float:
+    """The chance that the k-th smallest and k-th largest of n samples enclose their median:
+    1 - 2 P(fewer than k of the n fall below it), each falling below with probability 1/2."""
+    return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n
 
 
 def geometric_mean(values: Iterable[float]) -> float:

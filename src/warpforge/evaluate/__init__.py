@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import random
 import secrets
 import shutil
 import tempfile
@@ -29,6 +30,7 @@ from warpforge.errors import HarnessError, TaskError
 from warpforge.evaluate import compile as compile_mod
 from warpforge.evaluate.inputs import fingerprint_positions
 from warpforge.evaluate import jail
+from warpforge.evaluate.paired import Rounds
 from warpforge.evaluate.sandbox import Child
 from warpforge.evaluate.static import check_source
 from warpforge.evaluate.verdict import (CONTENT_CACHE_RATIO, SPEED_OF_LIGHT_SLACK, Reference, comparison_from,
@@ -243,7 +245,8 @@ class Judge:
             "device": cfg.device, "init_seed": self._init_seed, "positions": positions,
             "bench_seed": secrets.randbits(31), "verify_sets": reference.verify_sets,
             "poison_bytes": int(min(4 * out_bytes + (64 << 20), 2 << 30 if cfg.device == "cuda" else 256 << 20)),
-            "bench_args": _bench_args(cfg), "profile": cfg.profile and cfg.bench, "kernel_names": list(kernel_names),
+            "bench_args": _bench_args(cfg), "round_args": _round_args(cfg),
+            "profile": cfg.profile and cfg.bench, "kernel_names": list(kernel_names),
             "env": self._cache_env(candidate, workdir.parent / "cache"),
         }
         staged = self._staged
@@ -251,8 +254,16 @@ class Judge:
         spec_path.write_text(json.dumps(spec))
         verdict: dict[str, Any] = {}
         paused: list[Child] = []
+        rounds = Rounds(cfg.paired_rounds, cfg.timing_bound, lambda: self._time_reference_round(positions),
+                        random.Random(secrets.randbits(31))) if cfg.bench and cfg.paired_rounds else None
+        verdict["rounds"] = rounds
 
         def on_message(message: dict[str, Any]) -> str | None:
+            if message["type"] in ("bench", "bench_round"):
+                if rounds is None or not rounds.after_candidate(message.get("timing") or {"median_ms": float("nan")}):
+                    return "end"
+                rounds.start_round()
+                return "again"
             if message["type"] != "verified" or "comparison" in verdict:
                 return None
             # the files this harness told it to write, whatever paths the message names
@@ -263,6 +274,8 @@ class Judge:
             paused.extend(child for child, _ in self._workers)  # no spare's start-up during the timed calls
             for child in paused:
                 child.pause()
+            if rounds is not None:
+                rounds.start_round()
             return "bench"
 
         worker.send(str(spec_path))
@@ -278,6 +291,14 @@ class Judge:
             compile_mod.publish(cfg.cache_dir, compile_mod.cache_key(candidate.source, arch), workdir.parent / "cache",
                                 staged)
         return result
+
+    def _time_reference_round(self, positions: list[list[int]]) -> dict[str, Any]:
+        """One paired round of the task's program, in the reference process, on the current draw
+        (fingerprinting its outputs at the candidate's positions between calls, as the candidate does)."""
+        assert self._server is not None
+        self._server.send(json.dumps({"op": "time", "seed": secrets.randbits(31), "bench_args": _round_args(self.cfg),
+                                      "positions": positions}))
+        return dict(self._server_round("timed")[-1]["timing"])
 
     def _cache_env(self, candidate: Candidate, private: Path) -> dict[str, str]:
         """Where the candidate's toolchains cache their builds: a private copy of its own entry when
@@ -417,6 +438,13 @@ def _free_gb(path: str) -> float:
 def _bench_args(cfg: EvalConfig) -> dict[str, Any]:
     return {"warmup_ms": cfg.warmup_ms, "rep_ms": cfg.rep_ms, "min_reps": cfg.min_reps, "max_reps": cfg.max_reps,
             "mode": cfg.mode, "gap_ms": list(cfg.server_gap_ms)}
+
+
+def _round_args(cfg: EvalConfig) -> dict[str, Any]:
+    """Timing budgets of a paired round after the first: the program is warm, and the rounds
+    together give the samples (half the repetition budget each, five calls at least)."""
+    return {**_bench_args(cfg), "warmup_ms": min(cfg.warmup_ms, 5.0), "rep_ms": cfg.rep_ms / 2,
+            "min_reps": max(5, cfg.min_reps // 2)}
 
 
 def _jail(cfg: EvalConfig, workdir: Path, cache: Path, hidden: tuple[str, ...] = ()) -> jail.Jail | None:

@@ -23,6 +23,7 @@ Method (after triton.testing.do_bench, hardened for adversarial code):
 
 from __future__ import annotations
 
+import gc as _gc
 import random
 import statistics
 import time
@@ -120,6 +121,26 @@ def time_calls(
     run all its work on the current stream (the GEMM track's own kernels, cuBLAS, cuBLASLt); a
     candidate under evaluation is never timed this way, since it could hide work on another stream.
     """
+    # Python's cyclic garbage collector off while timing, as timeit does: a collection landing
+    # inside a timed call adds its pause to that call, and how often one lands depends on how
+    # much the process allocates between calls (the candidate's checks allocate more than the
+    # reference's loop: an A/A bias on the CPU). Reference counting still frees everything.
+    was_enabled = _gc.isenabled()
+    _gc.collect()
+    _gc.disable()
+    try:
+        return _time_calls(call, prepare, n_sets, device, warmup_ms=warmup_ms, rep_ms=rep_ms, min_reps=min_reps,
+                           max_reps=max_reps, mode=mode, gap_ms=gap_ms, after_call=after_call, rng=rng,
+                           unseen_sets=unseen_sets, trusted_stream=trusted_stream)
+    finally:
+        if was_enabled:
+            _gc.enable()
+
+
+def _time_calls(call: Callable[[list[Any]], Any], prepare: Callable[[int], list[Any]], n_sets: int, device: str, *,
+                warmup_ms: float, rep_ms: float, min_reps: int, max_reps: int, mode: str, gap_ms: tuple[float, float],
+                after_call: Callable[[int, list[Any], Any], None] | None, rng: random.Random | None, unseen_sets: int,
+                trusted_stream: bool) -> dict[str, Any]:
     rng = rng or random.Random()
     flush = L2Flusher(device)
     keep_alive: deque[list[Any]] = deque(maxlen=max(2 * n_sets, 4))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from typing import Any, cast
 
 import torch
@@ -17,6 +18,7 @@ from warpforge import metrics
 from warpforge.candidate import EvalResult, Stage, Status, Timing
 from warpforge.config import EvalConfig
 from warpforge.evaluate import compile as compile_mod
+from warpforge.evaluate.paired import Rounds
 from warpforge.evaluate.sandbox import ChildOutcome
 from warpforge.evaluate.verify import Comparison, RefSummary, Tolerance, compare_fingerprint
 
@@ -121,29 +123,43 @@ def decide(outcome: ChildOutcome, verdict: dict[str, Any], reference: Reference,
                           "finished (anything it printed is ignored)", stage)
     if not cfg.bench:
         return with_verdict(common, "correct", comparison.reason + " (not timed)", "verify")
-    return _decide_bench(by_type, reference, cfg, common, comparison, verdict.get("summaries", {}))
+    rounds = [m for m in outcome.messages if m["type"] in ("bench", "bench_round")]
+    return _decide_bench(by_type, rounds, reference, cfg, common, comparison, verdict.get("summaries", {}),
+                         verdict.get("rounds"))
 
 
-def _decide_bench(by_type: dict[str, dict[str, Any]], reference: Reference, cfg: EvalConfig, common: EvalResult,
-                  comparison: Comparison, summaries: dict[tuple[int, int], RefSummary]) -> EvalResult:
-    bench = by_type.get("bench")
-    if bench is None:
-        return with_verdict(common, "crashed", "the candidate process finished without timing results", "bench")
-    for index, prints in bench.get("fingerprints", []):
+def _timed_calls_problem(prints_of: list[Any], reference: Reference,
+                         summaries: dict[tuple[int, int], RefSummary]) -> str | None:
+    """Why one round's timed outputs are not the reference's (their fingerprints), or None."""
+    for index, prints in prints_of:
         if not isinstance(prints, list) or len(prints) != len(reference.dtypes):
-            return with_verdict(common, "incorrect", "a timed call returned a different number of outputs", "bench")
+            return "a timed call returned a different number of outputs"
         for j, fp in enumerate(prints):
             summary = summaries.get((int(index), j))
             if summary is None:
-                return with_verdict(common, "incorrect", f"a timed call reported input set {index}, which was never drawn",
-                                    "bench")
+                return f"a timed call reported input set {index}, which was never drawn"
             dtype = reference.dtypes[j]
             problem = compare_fingerprint(fp, summary, reference.tolerances[j],
                                           torch.finfo(dtype).max if dtype.is_floating_point else math.inf)
             if problem:
-                return with_verdict(common, "incorrect", f"{problem} (input set {int(index) + 1}); correct answers only outside "
-                                  "timing are not accepted", "bench")
+                return f"{problem} (input set {int(index) + 1}); correct answers only outside timing are not accepted"
+    return None
+
+
+def _decide_bench(by_type: dict[str, dict[str, Any]], rounds: list[dict[str, Any]], reference: Reference,
+                  cfg: EvalConfig, common: EvalResult, comparison: Comparison,
+                  summaries: dict[tuple[int, int], RefSummary], paired: Rounds | None) -> EvalResult:
+    bench = by_type.get("bench")
+    if bench is None:
+        return with_verdict(common, "crashed", "the candidate process finished without timing results", "bench")
+    for message in rounds:  # every round's timed calls, the first (with the unseen sets) and the paired ones
+        problem = _timed_calls_problem(message.get("fingerprints", []), reference, summaries)
+        if problem:
+            return with_verdict(common, "incorrect", problem, "bench")
     timing = Timing.from_dict(bench["timing"])
+    if paired is not None and paired.reference:
+        common = _with_pairs(common, paired, [m["timing"] for m in rounds], cfg)
+        timing = common.candidate or timing
     cached = content_cache_suspected(bench["timing"])
     if cached:
         return with_verdict(common, "rejected", f"rejected: {cached}", "bench", candidate=timing)
@@ -161,6 +177,35 @@ def _decide_bench(by_type: dict[str, dict[str, Any]], reference: Reference, cfg:
             f"measured {timing.median_ms:.4g} ms, {fraction:.1f}x faster than this GPU's speed of light "
             f"({roofline['floor_ms']:.4g} ms): results were cached or work was hidden from the timer"))
     return result
+
+
+def _with_pairs(common: EvalResult, paired: Rounds, candidate_rounds: list[dict[str, Any]],
+                cfg: EvalConfig) -> EvalResult:
+    """The result with its paired timing: pooled reference and candidate samples, the speedup as
+    the median of the rounds' ratios with its interval, and `timing_unstable` when too wide."""
+    n = min(len(paired.reference), len(candidate_rounds))
+    ref_ms = paired.reference_medians()[:n]
+    cand_ms = [float(t["median_ms"]) for t in candidate_rounds[:n]]
+    speedup, (low, high) = metrics.paired_speedup(ref_ms, cand_ms)
+    unstable = high / low - 1 > cfg.timing_bound
+    record = {"rounds": n, "reference_ms": ref_ms, "candidate_ms": cand_ms, "reference_first": paired.reference_first[:n],
+              "speedup": speedup, "interval": [low, high], "bound": cfg.timing_bound, "unstable": unstable}
+    warnings = list(common.warnings)
+    if unstable:
+        warnings.append(f"timing_unstable: the paired speedup's interval {low:.3g}-{high:.3g}x stayed wider than "
+                        f"{cfg.timing_bound:.0%} after {n} rounds: no speedup is claimed")
+    return dataclasses.replace(common, reference=_pooled(paired.reference[:n]), candidate=_pooled(candidate_rounds[:n]),
+                               paired=record, warnings=tuple(warnings))
+
+
+def _pooled(timings: list[dict[str, Any]]) -> Timing:
+    """One Timing from several rounds' samples (the host latency: the median of their medians)."""
+    samples = [float(x) for t in timings for x in t.get("samples_ms", ())] or [float(t["median_ms"]) for t in timings]
+    q = statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
+    return Timing(median_ms=statistics.median(samples), iqr_ms=q[2] - q[0], min_ms=min(samples),
+                  mean_ms=statistics.fmean(samples), n=len(samples),
+                  host_median_ms=statistics.median(float(t["host_median_ms"]) for t in timings),
+                  samples_ms=tuple(samples))
 
 
 def content_cache_suspected(timing: dict[str, Any]) -> str | None:

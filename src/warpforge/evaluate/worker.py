@@ -319,12 +319,19 @@ def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.S
 
     # no_grad around the whole loop, as the reference process times its baselines: entering it per
     # call put a few microseconds of host time inside every timed call (an A/A bias on the CPU)
+    rng = random.Random(spec["bench_seed"])
     with torch.no_grad():
-        timing = bench.time_calls(call, prepare, len(sets), device, rng=random.Random(spec["bench_seed"]),
-                                  unseen_sets=len(sets) - spec["verify_sets"],
+        timing = bench.time_calls(call, prepare, len(sets), device, rng=rng, unseen_sets=len(sets) - spec["verify_sets"],
                                   after_call=after_call, **spec["bench_args"])
     grown = (len(os.listdir("/proc/self/task")) - native_threads) if native_threads else 0
     channel.send("bench", timing=timing, fingerprints=prints, native_threads_added=grown)
+    # paired timing: further rounds while the parent asks, each checked like the first
+    while sys.stdin.readline().strip() == "again":
+        prints.clear()
+        with torch.no_grad():
+            timing = bench.time_calls(call, prepare, len(sets), device, rng=rng, after_call=after_call,
+                                      **spec.get("round_args", spec["bench_args"]))
+        channel.send("bench_round", timing=timing, fingerprints=prints)
 
 
 def _profile(model: torch.nn.Module, trial: list[Any], spec: dict[str, Any], device: str) -> dict[str, Any]:

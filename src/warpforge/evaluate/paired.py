@@ -1,0 +1,59 @@
+"""Paired timing: the reference and the candidate timed in alternating rounds, in one window.
+
+The parent drives it while the candidate process waits between rounds: each round times the
+task's program (in the clean reference process) and the candidate (in its own), back to back,
+on the same input sets, the order of the two drawn at random per round, so drift of clocks,
+thermals and machine load falls on both. The speedup is the median of the rounds' ratios and
+comes with an interval (metrics.paired_speedup); an interval wider than the bound is measured
+again with as many rounds more, and if still too wide the result claims no speedup. It does
+not time anything itself: `time_reference` and the candidate's process do, with bench.py.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from warpforge import metrics
+
+
+class Rounds:
+    """The schedule and the record of one candidate's paired rounds."""
+
+    def __init__(self, rounds: int, bound: float, time_reference: Callable[[], dict[str, Any]],
+                 rng: random.Random) -> None:
+        self.target = rounds
+        self.rounds = rounds
+        self.bound = bound
+        self.time_reference = time_reference
+        self.rng = rng
+        self.reference_first: list[bool] = []
+        self.reference: list[dict[str, Any]] = []
+        self.candidate_ms: list[float] = []
+
+    def start_round(self) -> None:
+        """Before the candidate's next round: draw the order; time the reference now if it goes first."""
+        self.reference_first.append(self.rng.random() < 0.5)
+        if self.reference_first[-1]:
+            self.reference.append(self.time_reference())
+
+    def after_candidate(self, timing: dict[str, Any]) -> bool:
+        """The candidate's round is in: finish the round; True when another round is wanted."""
+        self.candidate_ms.append(float(timing["median_ms"]))
+        if not self.reference_first[-1]:
+            self.reference.append(self.time_reference())
+        done = len(self.candidate_ms)
+        if done < self.target:
+            return True
+        if done == self.rounds and self.too_wide():  # measure again, once, with as many rounds more
+            self.target = 2 * self.rounds
+            return True
+        return False
+
+    def too_wide(self) -> bool:
+        _, (low, high) = metrics.paired_speedup(self.reference_medians(), self.candidate_ms)
+        return high / low - 1 > self.bound
+
+    def reference_medians(self) -> list[float]:
+        return [float(t["median_ms"]) for t in self.reference]

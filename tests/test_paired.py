@@ -1,0 +1,81 @@
+"""Paired timing: reference and candidate timed in alternating rounds (evaluate/paired.py), the
+speedup as the median of the rounds' ratios with an order-statistic interval (metrics.py)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from warpforge import Candidate, EvalConfig, evaluate, load_task
+from warpforge.archive import Attempt, improves_on_eager
+from warpforge.candidate import EvalResult, Timing
+from warpforge.evaluate.paired import Rounds
+from warpforge.metrics import interval_coverage, paired_speedup
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FAST = {"device": "cpu", "trials": 3, "warmup_ms": 5.0, "rep_ms": 20.0, "min_reps": 5, "spare_workers": 0}
+
+
+def test_the_speedup_is_the_median_ratio_with_an_order_statistic_interval() -> None:
+    speedup, interval = paired_speedup([2.0, 2.0, 2.0, 2.0, 2.0], [1.0, 1.1, 0.9, 1.05, 0.8])
+    assert speedup == pytest.approx(2 / 1.0) and interval == (pytest.approx(2 / 1.1), pytest.approx(2 / 0.8))
+    assert interval_coverage(1, 5) == pytest.approx(0.9375)  # [min, max] of five
+    _, (low, high) = paired_speedup(list(range(1, 11)), [1.0] * 10)
+    assert (low, high) == (2.0, 9.0)  # ten rounds: the 2nd smallest and 2nd largest (97.9 %)
+    with pytest.raises(ValueError):
+        paired_speedup([], [])
+
+
+def test_rounds_alternate_in_a_shuffled_order_and_measure_again_when_too_wide() -> None:
+    timed: list[str] = []
+    rounds = Rounds(4, 0.10, lambda: timed.append("ref") or {"median_ms": 1.0}, random.Random(3))
+    wanted = True
+    cand = iter([1.0, 1.0, 1.5, 0.7] + [1.0] * 4)  # a wide spread: four more rounds
+    while wanted:
+        rounds.start_round()
+        timed.append("cand")
+        wanted = rounds.after_candidate({"median_ms": next(cand)})
+    assert len(rounds.candidate_ms) == 8 and len(rounds.reference) == 8
+    pairs = [timed[i:i + 2] for i in range(0, len(timed), 2)]
+    assert all(sorted(p) == ["cand", "ref"] for p in pairs)  # each round: one of each
+    assert {tuple(p) for p in pairs} == {("ref", "cand"), ("cand", "ref")}  # both orders occur
+
+
+def _result(paired: dict) -> EvalResult:  # type: ignore[type-arg]
+    t = Timing(1.0, 0.01, 1.0, 1.0, 10, 1.0)
+    return EvalResult("correct", "ok", "done", candidate=t, reference=Timing(2.0, 0.01, 2.0, 2.0, 10, 2.0),
+                      paired=paired)
+
+
+def test_an_unstable_timing_claims_no_speedup_and_no_improvement() -> None:
+    stable = _result({"speedup": 1.9, "interval": [1.5, 2.1], "unstable": False})
+    unstable = _result({"speedup": 1.9, "interval": [0.6, 3.0], "unstable": True})
+    inside = _result({"speedup": 1.02, "interval": [0.97, 1.08], "unstable": False})
+    assert stable.speedup == 1.9 and unstable.speedup is None and unstable.timing_unstable
+    assert EvalResult.from_dict(unstable.to_dict()).timing_unstable
+    attempts = [Attempt(id=i, run_id="r", task="t", step=i, source="x", evaluation_id=i, status="correct", correct=True,
+                        speedup=r.speedup, candidate_ms=1.0, reference_ms=2.0, result=r.to_dict())
+                for i, r in enumerate((stable, unstable, inside))]
+    assert [improves_on_eager(a) for a in attempts] == [True, False, False]
+
+
+def test_a_candidate_is_timed_in_rounds_beside_the_reference() -> None:
+    task = load_task(FIXTURES / "tasks" / "matmul.py")
+    result = evaluate(task, Candidate.from_file(FIXTURES / "candidates" / "honest_matmul.py"), EvalConfig(**FAST))  # type: ignore[arg-type]
+    assert result.correct, result.reason
+    paired = result.paired
+    assert paired["rounds"] >= 5 and len(paired["reference_ms"]) == len(paired["candidate_ms"]) == paired["rounds"]
+    low, high = result.speedup_interval or (0, 0)
+    assert low <= paired["speedup"] <= high
+    assert result.speedup == paired["speedup"] or result.timing_unstable
+
+
+def test_a_much_slower_candidate_reads_slower_with_its_interval() -> None:
+    slow = Candidate("import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, a, b):\n"
+                     "        for _ in range(200):\n            c = a @ b\n        return a @ b\n")
+    result = evaluate(load_task(FIXTURES / "tasks" / "matmul.py"), slow, EvalConfig(**FAST))  # type: ignore[arg-type]
+    assert result.correct, result.reason
+    low, high = result.speedup_interval or (1, 1)
+    assert high < 0.5  # ~200x more work: every round's ratio far below 1, whatever the load
