@@ -260,7 +260,9 @@ class Judge:
 
         def on_message(message: dict[str, Any]) -> str | None:
             if message["type"] in ("bench", "bench_round"):
-                if rounds is None or not rounds.after_candidate(message.get("timing") or {"median_ms": float("nan")}):
+                if not verdict.get("benching"):  # not asked for: a forged message, judged by decide()
+                    return None
+                if rounds is None or not rounds.after_candidate(message.get("timing")):
                     return "end"
                 rounds.start_round()
                 return "again"
@@ -276,6 +278,7 @@ class Judge:
                 child.pause()
             if rounds is not None:
                 rounds.start_round()
+            verdict["benching"] = True
             return "bench"
 
         worker.send(str(spec_path))

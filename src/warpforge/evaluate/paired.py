@@ -38,9 +38,13 @@ class Rounds:
         if self.reference_first[-1]:
             self.reference.append(self.time_reference())
 
-    def after_candidate(self, timing: dict[str, Any]) -> bool:
-        """The candidate's round is in: finish the round; True when another round is wanted."""
-        self.candidate_ms.append(float(timing["median_ms"]))
+    def after_candidate(self, timing: Any) -> bool:
+        """The candidate's round is in: finish the round; True when another round is wanted. A
+        malformed timing (the candidate's process sends it) ends the rounds; decide() judges it."""
+        try:
+            self.candidate_ms.append(float(timing["median_ms"]))
+        except (TypeError, KeyError, ValueError):
+            return False
         if not self.reference_first[-1]:
             self.reference.append(self.time_reference())
         done = len(self.candidate_ms)

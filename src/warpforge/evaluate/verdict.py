@@ -186,7 +186,10 @@ def _with_pairs(common: EvalResult, paired: Rounds, candidate_rounds: list[dict[
     n = min(len(paired.reference), len(candidate_rounds))
     ref_ms = paired.reference_medians()[:n]
     cand_ms = [float(t["median_ms"]) for t in candidate_rounds[:n]]
-    speedup, (low, high) = metrics.paired_speedup(ref_ms, cand_ms)
+    try:
+        speedup, (low, high) = metrics.paired_speedup(ref_ms, cand_ms)
+    except ValueError:  # no round with two positive times (a malformed report): the unpaired timing stands
+        return common
     unstable = high / low - 1 > cfg.timing_bound
     record = {"rounds": n, "reference_ms": ref_ms, "candidate_ms": cand_ms, "reference_first": paired.reference_first[:n],
               "speedup": speedup, "interval": [low, high], "bound": cfg.timing_bound, "unstable": unstable}
