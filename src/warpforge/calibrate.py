@@ -36,6 +36,7 @@ def row(task: Task, result: EvalResult) -> dict[str, Any]:
     """What the A/A table shows for one task."""
     ref = result.reference.median_ms if result.reference else None
     return {"task": task.name, "status": result.status, "stage": result.stage, "speedup": result.speedup,
+            "speedup_interval": result.speedup_interval, "timing_unstable": result.timing_unstable,
             "reference_ms": ref, "candidate_ms": result.candidate.median_ms if result.candidate else None,
             "rel_l2_err": result.rel_l2_err, "tolerance": result.tolerance.get("rel_l2"),
             "reason": result.reason, "warnings": list(result.warnings), "hardware": result.hardware}
@@ -54,6 +55,7 @@ def calibrate(tasks: Iterable[Task], config: EvalConfig,
                 out = row(task, judge.evaluate(as_candidate(task)))
         except TaskError as exc:
             out = {"task": task.name, "status": "task_error", "stage": "reference", "speedup": None,
+                   "speedup_interval": None, "timing_unstable": False,
                    "reference_ms": None, "candidate_ms": None, "rel_l2_err": None, "tolerance": None,
                    "reason": str(exc), "warnings": [], "hardware": {}}
         rows.append(out)
@@ -69,7 +71,12 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     timed = [r for r in accepted if r["speedup"] and r["reference_ms"] and r["reference_ms"] >= MIN_TIMED_MS]
     outside = [r["task"] for r in timed if abs(r["speedup"] - 1.0) > SPEED_BOUND]
     speedups = [r["speedup"] for r in accepted if r["speedup"]]
+    intervals = [r["speedup_interval"] for r in accepted if r.get("speedup_interval")]
     return {"tasks": len(rows), "accepted": len(accepted),
+            "interval_excludes_1": [r["task"] for r in accepted if r.get("speedup_interval")
+                                    and not r["speedup_interval"][0] <= 1.0 <= r["speedup_interval"][1]],
+            "timing_unstable": [r["task"] for r in accepted if r.get("timing_unstable")],
+            "paired": len(intervals),
             "rejected": [r["task"] for r in rows if r["status"] != "correct"],
             "timed_at_least_50us": len(timed), "outside_3pct": outside,
             "geomean_speedup": metrics.geometric_mean(speedups) if speedups else None,

@@ -154,6 +154,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
               f"{geo:.3f}x" if geo else f"accepted {summary['accepted']} of {summary['tasks']}", file=sys.stderr)
         if summary["rejected"]:
             print(f"rejected against themselves: {', '.join(summary['rejected'])}", file=sys.stderr)
+        if summary["interval_excludes_1"]:
+            print(f"speedup interval excludes 1.00x: {', '.join(summary['interval_excludes_1'])}", file=sys.stderr)
+        if summary["timing_unstable"]:
+            print(f"timing unstable (no speedup claimed): {', '.join(summary['timing_unstable'])}", file=sys.stderr)
         if summary["outside_3pct"]:
             print(f"outside 1.00x +- 3% (tasks of 50 us or more): {', '.join(summary['outside_3pct'])}", file=sys.stderr)
     return 0 if not summary["rejected"] else 1
