@@ -52,7 +52,7 @@ class Jail:
     cache: str = ""
     """A private compile-cache folder shown read-write at CACHE_MOUNT ("" = none)."""
     readable: tuple[str, ...] = ()
-    """More paths shown read-only (the harness adds PYTHONPATH's entries)."""
+    """More paths shown read-only (besides the system folders and what the child's Python imports from)."""
     hidden: tuple[str, ...] = ()
     """Host paths covered by an empty folder should a read-only path contain them (the caches)."""
     tmp_bytes: int = 2 << 30
