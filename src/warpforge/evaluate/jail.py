@@ -63,16 +63,18 @@ def command(jail: Jail, env: dict[str, str]) -> list[str]:
     """The `bwrap ...` argument list to put before the child's own command, run with `env`."""
     args = [bwrap_path(), "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts",
             "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "warpforge-sandbox"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for node in sorted(glob.glob("/dev/nvidia*")):  # the GPU's device nodes (nvidiactl, nvidia0, nvidia-uvm, caps)
+        args += ["--dev-bind", node, node]
+    # the private /tmp and /dev/shm first: a read-only folder inside the host's /tmp (a checkout
+    # or a virtual environment there) is then bound into the private one, not hidden by it
+    args += ["--size", str(jail.tmp_bytes), "--tmpfs", "/tmp", "--size", str(jail.tmp_bytes), "--tmpfs", "/dev/shm"]
     readable = _readable(jail, env.get("PYTHONPATH", ""))
     for path in readable:
         if os.path.islink(path) and os.path.dirname(path) == "/":  # /lib -> usr/lib on merged-/usr systems
             args += ["--symlink", os.readlink(path), path]
         elif os.path.exists(path):
             args += ["--ro-bind", path, path]
-    args += ["--proc", "/proc", "--dev", "/dev"]
-    for node in sorted(glob.glob("/dev/nvidia*")):  # the GPU's device nodes (nvidiactl, nvidia0, nvidia-uvm, caps)
-        args += ["--dev-bind", node, node]
-    args += ["--size", str(jail.tmp_bytes), "--tmpfs", "/tmp", "--size", str(jail.tmp_bytes), "--tmpfs", "/dev/shm"]
     for path in jail.hidden:
         if any(_inside(path, r) for r in readable) and os.path.isdir(path):
             args += ["--tmpfs", path]
