@@ -44,17 +44,24 @@ def test_command_isolates_every_namespace_and_hides_the_caches(tmp_path: Path) -
 
 @needs_sandbox
 def test_a_sandboxed_child_sees_only_its_own_processes_and_folders(tmp_path: Path) -> None:
-    (tmp_path / "probe.py").write_text(
+    # the module lives in a folder of the host's /tmp apart from the work folder, as a checkout in
+    # /tmp does: it must be importable, not hidden by the private /tmp
+    lib, work = tmp_path / "lib", tmp_path / "work"
+    lib.mkdir()
+    work.mkdir()
+    (lib / "probe.py").write_text(
         "import json, os, sys\nfrom warpforge.evaluate.sandbox import Channel\n"
         "Channel().send('seen', procs=len([p for p in os.listdir('/proc') if p.isdigit()]), env=sorted(os.environ),"
         " cwd=os.getcwd(), parent_home=os.path.exists(sys.argv[1]), neighbour=os.path.exists(sys.argv[2]))\n")
-    env = {**jail.environment(), "PYTHONPATH": str(tmp_path)}
-    neighbour = tmp_path.parent / "neighbour"  # the host's /tmp beside the work folder
+    env = {**jail.environment(), "PYTHONPATH": str(lib)}
+    neighbour = tmp_path / "neighbour"  # the host's /tmp beside the work folder
     neighbour.mkdir(exist_ok=True)
-    child = Child("probe", [os.path.expanduser("~/.cache"), str(neighbour)], env=env, cwd=str(tmp_path),
-                  jail=jail.Jail(str(tmp_path)))
-    seen = next(m for m in child.wait(timeout_s=60, mem_limit_mb=4096).messages if m["type"] == "seen")
-    assert seen["procs"] <= 2 and seen["cwd"] == str(tmp_path) and not seen["parent_home"]
+    child = Child("probe", [os.path.expanduser("~/.cache"), str(neighbour)], env=env, cwd=str(work),
+                  jail=jail.Jail(str(work)))
+    outcome = child.wait(timeout_s=60, mem_limit_mb=4096)
+    seen = next((m for m in outcome.messages if m["type"] == "seen"), None)
+    assert seen is not None, outcome.output
+    assert seen["procs"] <= 2 and seen["cwd"] == str(work) and not seen["parent_home"]
     assert not seen["neighbour"]
 
 
