@@ -49,9 +49,9 @@ class EvalConfig:
     0 = the reference timed once per Judge, as before."""
     timing_bound: float = 0.5
     """The widest interval (high / low - 1) a paired speedup may have; a wider one is measured
-    again with as many rounds more, and if still wider, the result is `timing_unstable`. On an
-    idle 2-core CPU a 12x rewrite's five-round intervals were 15-26 % wide (10.5-12.1x,
-    10.7-13.4x after ten rounds), so 25 % would withhold claims nobody doubts."""
+    again with as many rounds more, and if still wider, the result is `timing_unstable`. In three
+    ad-hoc runs on an idle 2-core CPU (`warpforge eval level1/diag_matmul` of a broadcast
+    rewrite), a 12x rewrite's intervals were 15-26 % wide, so 25 % would withhold claims nobody doubts."""
     warmup_ms: float = 25.0
     """Warm-up as a time budget (triton.testing.do_bench uses 25 ms)."""
     rep_ms: float = 100.0

@@ -51,8 +51,6 @@ class Jail:
     """Read-write, at its own path: the harness's files for this child and its outputs."""
     cache: str = ""
     """A private compile-cache folder shown read-write at CACHE_MOUNT ("" = none)."""
-    readable: tuple[str, ...] = ()
-    """More paths shown read-only (besides the system folders and what the child's Python imports from)."""
     hidden: tuple[str, ...] = ()
     """Host paths covered by an empty folder should a read-only path contain them (the caches)."""
     tmp_bytes: int = 2 << 30
@@ -100,7 +98,7 @@ def _readable(jail: Jail, pythonpath: str) -> list[str]:
     warpforge package's folder; parents first, so bwrap mounts a folder before what is inside."""
     import warpforge
 
-    paths = {*SYSTEM_DIRS, sys.prefix, sys.base_prefix, sys.exec_prefix, *jail.readable, *_import_paths(pythonpath),
+    paths = {*SYSTEM_DIRS, sys.prefix, sys.base_prefix, sys.exec_prefix, *_import_paths(pythonpath),
              os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
              os.path.dirname(os.path.dirname(os.path.abspath(warpforge.__file__)))}
     paths.update(p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p and os.path.isdir(p))
