@@ -5,23 +5,11 @@
 #    and every GPU exploit and fault fixture (illegal address, device hang) through the evaluator;
 # 3. what the sandbox adds per candidate (benchmarks/sandbox_cost.py --device cuda).
 # Usage: bash benchmarks/sandbox_gpu.sh OUT_DIR [checks|cost|all]  (two device calls: checks, then cost)
-# An offline machine without bubblewrap uses the unpacked Debian package in .sandbox/ (made here
-# with `apt-get download bubblewrap libcap2 libselinux1 libpcre2-8-0` and `dpkg -x` into .sandbox/root).
 set -uo pipefail
 OUT=${1:?usage: sandbox_gpu.sh OUT_DIR [checks|cost|all]}
 PART=${2:-all}
-cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD/src:${PYTHONPATH:-} PYTHONUNBUFFERED=1
+source "$(dirname "$0")/_gpu_env.sh"
 mkdir -p "$OUT"
-step() { echo; echo "== $(date -u +%H:%M:%S) $*"; }
-if ! command -v bwrap >/dev/null 2>&1 && [ -x .sandbox/root/usr/bin/bwrap ]; then
-  if .sandbox/root/usr/bin/bwrap --version >/dev/null 2>&1; then
-    export WARPFORGE_BWRAP=$PWD/.sandbox/root/usr/bin/bwrap
-  else  # its libraries are missing here: a wrapper finds them in the unpacked packages
-    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$PWD/.sandbox/root/lib/x86_64-linux-gnu:$PWD/.sandbox/root/usr/lib/x86_64-linux-gnu" \
-      "$PWD/.sandbox/root/usr/bin/bwrap" > /tmp/bwrap && chmod +x /tmp/bwrap && export WARPFORGE_BWRAP=/tmp/bwrap
-  fi
-fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 "${WARPFORGE_BWRAP:-bwrap}" --version | tee -a "$OUT/gpu.txt"
 python3 -c "from warpforge.evaluate import jail; print('sandbox problem:', jail.problem())" | tee -a "$OUT/gpu.txt"

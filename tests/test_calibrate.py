@@ -90,3 +90,25 @@ def test_calibrate_command_prints_rows_and_exits_by_the_verdicts(tmp_path: Path)
     assert [r.get("status") for r in lines[:-1]] == ["correct", "task_error"], done.stderr
     assert lines[-1]["summary"]["rejected"] == [load_task(TASKS / "bad_inputs_string.py").name]
     assert done.returncode == 1 and len(out.read_text().splitlines()) == 2
+
+
+def test_calibrate_resumes_from_its_out_file_and_stops_at_the_limit(tmp_path: Path) -> None:
+    out = tmp_path / "aa.jsonl"
+    cmd = [sys.executable, "-m", "warpforge.cli", "calibrate", str(TASKS / "matmul.py"),
+           str(TASKS / "bad_inputs_string.py"), "--device", "cpu", "--no-bench", "--json", "--out", str(out)]
+    first = subprocess.run(cmd + ["--limit", "1"], capture_output=True, text=True, timeout=300)
+    assert [json.loads(line).get("status") for line in first.stdout.splitlines()[:-1]] == ["correct"], first.stderr
+    assert "not evaluated yet" in first.stderr and first.returncode == 0
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    lines = [json.loads(line) for line in second.stdout.splitlines()]
+    assert [r.get("status") for r in lines[:-1]] == ["task_error"], second.stderr  # only the task not yet done
+    assert lines[-1]["summary"]["tasks"] == 2 and second.returncode == 1
+    assert "1 already in" in second.stderr and len(out.read_text().splitlines()) == 2
+
+
+def test_a_task_in_a_level_folder_is_named_with_its_level(tmp_path: Path) -> None:
+    level = tmp_path / "level3"
+    level.mkdir()
+    (level / "7_Matmul.py").write_text((TASKS / "matmul.py").read_text())
+    assert load_task(level / "7_Matmul.py").name == "level3/7_Matmul"
+    assert load_task(TASKS / "matmul.py").name == "matmul"

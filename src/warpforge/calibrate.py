@@ -10,12 +10,13 @@ the evaluator: it only asks it the question it must answer "correct, 1.00x".
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from warpforge import metrics
-from warpforge.candidate import Candidate, EvalResult
+from warpforge.candidate import Candidate, EvalResult, Timing
 from warpforge.config import EvalConfig
 from warpforge.errors import TaskError
 from warpforge.task import Task
@@ -39,7 +40,15 @@ def row(task: Task, result: EvalResult) -> dict[str, Any]:
             "speedup_interval": result.speedup_interval, "timing_unstable": result.timing_unstable,
             "reference_ms": ref, "candidate_ms": result.candidate.median_ms if result.candidate else None,
             "rel_l2_err": result.rel_l2_err, "tolerance": result.tolerance.get("rel_l2"),
-            "reason": result.reason, "warnings": list(result.warnings), "hardware": result.hardware}
+            "reason": result.reason, "warnings": list(result.warnings), "hardware": result.hardware,
+            # what explains a speedup away from 1.00x: each round's medians, and each side's host
+            # latency and sync tail (bench.py)
+            "paired": result.paired, "timing": {side: _timing_facts(t) for side, t in
+                                                (("reference", result.reference), ("candidate", result.candidate)) if t}}
+
+
+def _timing_facts(timing: Timing) -> dict[str, Any]:
+    return {k: v for k, v in dataclasses.asdict(timing).items() if k != "samples_ms"}
 
 
 def calibrate(tasks: Iterable[Task], config: EvalConfig,

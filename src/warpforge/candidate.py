@@ -57,6 +57,9 @@ class Timing:
     n: int
     host_median_ms: float
     samples_ms: tuple[float, ...] = ()
+    tail_median_ms: float | None = None
+    """CUDA: device time from the end of the caller's stream to the end event recorded after the
+    device-wide synchronize (the sync's round trip, counted in every timed call; bench.py)."""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Timing:
@@ -64,6 +67,7 @@ class Timing:
             median_ms=float(d["median_ms"]), iqr_ms=float(d["iqr_ms"]), min_ms=float(d["min_ms"]),
             mean_ms=float(d["mean_ms"]), n=int(d["n"]), host_median_ms=float(d["host_median_ms"]),
             samples_ms=tuple(float(x) for x in d.get("samples_ms", ())),
+            tail_median_ms=float(d["tail_median_ms"]) if d.get("tail_median_ms") is not None else None,
         )
 
 

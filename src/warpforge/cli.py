@@ -89,7 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("tasks", nargs="+", metavar="TASK_OR_DIR", help="task files, folders of them (a KernelBench "
                    "level folder), suite names (level1/softmax) or levels (level1)")
     c.add_argument("--json", action="store_true", help="one JSON object per task on stdout, then the summary")
-    c.add_argument("--out", help="append each task's row to this JSON-lines file as it arrives")
+    c.add_argument("--out", help="append each task's row to this JSON-lines file as it arrives; a task already "
+                   "in it is not evaluated again (run the same command to finish an interrupted calibration)")
+    c.add_argument("--limit", type=int, help="evaluate at most this many tasks not yet in --out, then stop")
     add_eval_options(c)
     t = sub.add_parser("tasks", help="list the built-in task suite, or the tasks of a KernelBench-style tree")
     t.add_argument("--root", help="a directory of level1/, level2/... folders (e.g. KernelBench/KernelBench)")
@@ -133,7 +135,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from warpforge import jsonl
 
     tasks = _tasks_of(args.tasks)
+    if args.compile_baseline is None:  # A/A compares the program with itself: no torch.compile baseline
+        args.compile_baseline = False
     config = config_from_args(args)
+    names = {t.name for t in tasks}
+    earlier = [r for r in jsonl.read(args.out) if r.get("task") in names] if args.out else []
+    done = {r["task"] for r in earlier}
+    todo = [t for t in tasks if t.name not in done][:args.limit]
 
     def show(row: dict) -> None:  # type: ignore[type-arg]
         if args.out:
@@ -144,8 +152,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             speed = f"{row['speedup']:.3f}x" if row["speedup"] else "-"
             print(f"{row['task']:<40} {row['status']:<14} {speed:>8}  {row['reason'][:90]}", file=sys.stderr, flush=True)
 
-    print(f"calibrate: {len(tasks)} tasks, each reference evaluated as its own candidate", file=sys.stderr)
-    summary = summarise(calibrate(tasks, config, show))
+    print(f"calibrate: {len(todo)} tasks, each reference evaluated as its own candidate"
+          + (f" ({len(done)} already in {args.out})" if done else ""), file=sys.stderr)
+    summary = summarise(earlier + calibrate(todo, config, show))
+    left = len(tasks) - len(done) - len(todo)
+    if left:
+        print(f"{left} tasks not evaluated yet (--limit): run the same command again to go on", file=sys.stderr)
     if args.json:
         print(json.dumps({"summary": summary}))
     else:

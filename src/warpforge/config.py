@@ -80,11 +80,12 @@ class EvalConfig:
     profile: bool = True
     """Record which kinds of kernels ran (custom vs library vs PyTorch) with one profiled call."""
     sets_memory_gb: float | None = None
-    """Memory the drawn input sets and their float64 reference outputs may take in the reference
-    process. A task too big for `trials` + `unseen_bench_sets` sets within it gets fewer (at least
-    2 checked and 1 timed, or the trials asked when fewer), and its result says so in `warnings`
-    and `trials`. None = 30 % of the GPU's memory on CUDA (the candidate holds the same inputs
-    beside it); no cap on CPU."""
+    """Memory the drawn input sets may take: their float64 reference outputs, and their inputs and
+    native outputs twice (the reference's and the candidate's processes each hold every set while
+    they are timed in turn). A task too big for `trials` + `unseen_bench_sets` sets within it
+    gets fewer (at least 2 checked and 1 timed, or the trials asked when fewer), and its result
+    says so in `warnings` and `trials`. None = 30 % of the GPU's memory on CUDA (the rest is for
+    the two processes' working memory); no cap on CPU."""
     cpu_threads: int | None = None
     """Threads of the reference and candidate processes on the CPU, the same for both: a pinned
     count keeps a timing from depending on what else the machine runs (an A/A pair read 0.51-42.7x

@@ -114,7 +114,9 @@ def load_task(name_or_path: str | Path) -> Task:
         raise TaskError(f"task {path} does not define {', '.join(missing)}: a task needs class Model, "
                         "get_inputs() and get_init_inputs() (KernelBench format)")
     metadata = _metadata(tree, path)
-    name = _suite_name(path) if path.resolve().is_relative_to(SUITE_DIR.resolve()) else path.stem
+    # a KernelBench checkout's level1/1_Square_matrix_multiplication_.py is named as the suite's are
+    in_level = path.resolve().is_relative_to(SUITE_DIR.resolve()) or path.parent.name.startswith("level")
+    name = _suite_name(path) if in_level else path.stem
     return Task(name=name, path=path.resolve(), source=source, metadata=metadata)
 
 

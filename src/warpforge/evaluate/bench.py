@@ -146,6 +146,7 @@ def _time_calls(call: Callable[[list[Any]], Any], prepare: Callable[[int], list[
     keep_alive: deque[list[Any]] = deque(maxlen=max(2 * n_sets, 4))
     cycles_per_ms = _spin_rate() if device == "cuda" else 0.0
     launch_ms: list[float] = []  # host time from the call to its return, before the sync
+    tail_ms: list[float] = []  # device time from the caller's stream's end to the end after the sync
 
     def one(index: int, record: bool) -> tuple[float, float]:
         args = prepare(index)
@@ -170,11 +171,17 @@ def _time_calls(call: Callable[[list[Any]], Any], prepare: Callable[[int], list[
                 end.record()
                 _synchronize()
             else:
+                # also mark where the caller's stream got to: end minus that mark is the sync's
+                # round trip (plus any work left on other streams), reported as tail_ms
+                on_stream = _Event(enable_timing=True)
+                on_stream.record()
                 _synchronize()
                 end.record()
             h1 = _perf_counter()
             end.synchronize()
             dev_ms = start.elapsed_time(end)
+            if not trusted_stream and record:
+                tail_ms.append(on_stream.elapsed_time(end))
         else:
             h0 = _perf_counter()
             out = call(args)
@@ -219,6 +226,8 @@ def _time_calls(call: Callable[[list[Any]], Any], prepare: Callable[[int], list[
         first_seen.append(index in unseen and index not in used)
         used.add(index)
     summary = summarize(device_ms, host_ms)
+    if tail_ms:
+        summary["tail_median_ms"] = statistics.median(tail_ms)
     # the last `unseen_sets` sets were never given to the program before the timed loop; the
     # rest are values it has seen (at new addresses now). A program much faster on values it
     # has seen is caching results by content.

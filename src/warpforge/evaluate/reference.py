@@ -210,13 +210,17 @@ def fit_sets(total: int, verify: int, per_set: int, budget: int) -> tuple[int, i
 
 
 def _set_bytes(model: torch.nn.Module, inputs: list[Any], device: str) -> int:
-    """One input set and its float64 outputs, in bytes (outputs sized from one native forward)."""
+    """What one input set costs in memory while a candidate is timed, in bytes: its float64
+    outputs (held here for verification), and its inputs and native outputs twice (paired timing
+    keeps every set and the recent outputs alive both here and in the candidate's process).
+    Outputs are sized from one native forward."""
     with torch.no_grad():
         outs = split_outputs(model(*[_to(x, device) for x in inputs]))
-    out_bytes = sum(o.numel() * (8 if o.is_floating_point() else o.element_size()) for o in outs
-                    if isinstance(o, torch.Tensor))
-    del outs
-    return out_bytes + sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+    tensors = [o for o in outs if isinstance(o, torch.Tensor)]
+    out64 = sum(o.numel() * (8 if o.is_floating_point() else o.element_size()) for o in tensors)
+    native = sum(o.numel() * o.element_size() for o in tensors)
+    del outs, tensors
+    return out64 + 2 * (native + sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor)))
 
 
 def _draw_trials(module: Any, metadata: dict[str, Any], seeds: list[int], device: str,

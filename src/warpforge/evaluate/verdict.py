@@ -192,7 +192,9 @@ def _with_pairs(common: EvalResult, paired: Rounds, candidate_rounds: list[dict[
         return common
     unstable = high / low - 1 > cfg.timing_bound
     record = {"rounds": n, "reference_ms": ref_ms, "candidate_ms": cand_ms, "reference_first": paired.reference_first[:n],
-              "speedup": speedup, "interval": [low, high], "bound": cfg.timing_bound, "unstable": unstable}
+              "speedup": speedup, "interval": [low, high], "bound": cfg.timing_bound, "unstable": unstable,
+              "reference_tail_ms": [t.get("tail_median_ms") for t in paired.reference[:n]],
+              "candidate_tail_ms": [t.get("tail_median_ms") for t in candidate_rounds[:n]]}
     warnings = list(common.warnings)
     if unstable:
         warnings.append(f"timing_unstable: the paired speedup's interval {low:.3g}-{high:.3g}x stayed wider than "
@@ -208,7 +210,12 @@ def _pooled(timings: list[dict[str, Any]]) -> Timing:
     return Timing(median_ms=statistics.median(samples), iqr_ms=q[2] - q[0], min_ms=min(samples),
                   mean_ms=statistics.fmean(samples), n=len(samples),
                   host_median_ms=statistics.median(float(t["host_median_ms"]) for t in timings),
-                  samples_ms=tuple(samples))
+                  tail_median_ms=_median_of(t.get("tail_median_ms") for t in timings), samples_ms=tuple(samples))
+
+
+def _median_of(values: Any) -> float | None:
+    known = [float(v) for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 def content_cache_suspected(timing: dict[str, Any]) -> str | None:

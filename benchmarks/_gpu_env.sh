@@ -1,0 +1,20 @@
+# Sourced by the device scripts: warpforge from this checkout, and a bubblewrap for the sandbox.
+# An offline machine without bubblewrap uses the unpacked Debian package in .sandbox/ (made here
+# with `apt-get download bubblewrap libcap2 libselinux1 libpcre2-8-0` and `dpkg -x` into .sandbox/root).
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export PYTHONPATH=$PWD/src:${PYTHONPATH:-} PYTHONUNBUFFERED=1
+if ! command -v bwrap >/dev/null 2>&1 && [ -x .sandbox/root/usr/bin/bwrap ]; then
+  if .sandbox/root/usr/bin/bwrap --version >/dev/null 2>&1; then
+    export WARPFORGE_BWRAP=$PWD/.sandbox/root/usr/bin/bwrap
+  else  # its libraries are missing here: a wrapper finds them in the unpacked packages
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$PWD/.sandbox/root/lib/x86_64-linux-gnu:$PWD/.sandbox/root/usr/lib/x86_64-linux-gnu" \
+      "$PWD/.sandbox/root/usr/bin/bwrap" > /tmp/bwrap && chmod +x /tmp/bwrap && export WARPFORGE_BWRAP=/tmp/bwrap
+  fi
+fi
+step() { echo; echo "== $(date -u +%H:%M:%S) $*"; }
+gpu_facts() {  # the machine's facts, to $1
+  nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
+  "${WARPFORGE_BWRAP:-bwrap}" --version
+  python3 -c "import torch, triton, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+  python3 -c "from warpforge.evaluate import jail; print('sandbox problem:', jail.problem())"
+} 

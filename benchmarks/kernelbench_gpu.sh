@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Issue 19 on a GPU: A/A over the built-in suite and KernelBench levels 1-3, and CUDA-L1's released
+# H100 kernels through the evaluator. Resumable: run it again (with the same RESULTS_DIR holding
+# what earlier runs fetched) and it goes on where it stopped.
+#   python benchmarks/kernelbench_prep.py --kernelbench KernelBench/KernelBench \
+#       --cudal1 CUDA-L1/optimized_cuda_code/h100.json --out .kb      # once, needs the two checkouts
+#   bash benchmarks/kernelbench_gpu.sh OUT_DIR [SECONDS] [RESULTS_DIR]
+# Two streams, one per GPU (one after the other on a one-GPU machine):
+#   GPU 0: `warpforge calibrate` over the suite (its short tasks twice), then KernelBench's tasks
+#          at odd positions of .kb/aa_order.txt (the stratified sample comes first);
+#   GPU 1: `warpforge eval-batch` over CUDA-L1's kernels (.kb/cudal1_order.txt) and KernelBench's
+#          even positions, in that order (FIRST=aa: the other way round).
+# Each step stops at the deadline (SECONDS, default 540); rows are appended as they arrive, so a
+# step cut short loses only its task in flight. Then: python benchmarks/kernelbench_summary.py DIR.
+set -uo pipefail
+OUT=${1:?usage: kernelbench_gpu.sh OUT_DIR [SECONDS] [RESULTS_DIR]}
+BUDGET=${2:-540}
+RES=${3:-}
+START_DIR=$PWD
+source "$(dirname "$0")/_gpu_env.sh"
+case "$OUT" in /*) ;; *) OUT=$START_DIR/$OUT ;; esac
+[ -f .kb/aa_order.txt ] || { echo "no .kb/aa_order.txt: run benchmarks/kernelbench_prep.py first"; exit 2; }
+mkdir -p "$OUT"
+[ -n "$RES" ] && [ -d "$RES" ] && cp "$RES"/*.jsonl "$OUT"/ 2>/dev/null
+END=$(( $(date +%s) + BUDGET ))
+left() { echo $(( END - $(date +%s) )); }
+gpu_facts > "$OUT/machine_$(date -u +%Y%m%dT%H%M%S).txt" 2>&1
+NGPU=$(nvidia-smi -L | wc -l)
+awk 'NR % 2 == 1' .kb/aa_order.txt > /tmp/kb_gpu0.txt
+awk 'NR % 2 == 0' .kb/aa_order.txt > /tmp/kb_gpu1.txt
+
+aa() {  # GPU OUTFILE TASK... : A/A until the deadline; skips the tasks OUTFILE already holds
+  local gpu=$1 out=$2 t; shift 2
+  t=$(left); [ "$t" -gt 30 ] || return 0
+  step "GPU $gpu: calibrate -> $(basename "$out") ($t s left)"
+  CUDA_VISIBLE_DEVICES=$gpu timeout "$t" python3 -m warpforge.cli calibrate "$@" --device cuda --out "$out" \
+    2>&1 | tee -a "$OUT/calibrate_gpu$gpu.log" | tail -4
+}
+
+cudal1() {  # GPU: the CUDA-L1 pairs not yet in cudal1.jsonl, until the deadline
+  local gpu=$1 t
+  t=$(left); [ "$t" -gt 60 ] || return 0
+  python3 - "$OUT/cudal1.jsonl" > /tmp/cudal1_todo.txt <<'EOF'
+import json, sys
+from pathlib import Path
+done = set()
+if Path(sys.argv[1]).is_file():
+    for line in Path(sys.argv[1]).read_text().splitlines():
+        try:
+            done.add(Path(json.loads(line)["candidate"]).name)
+        except (ValueError, KeyError):
+            pass
+for pair in Path(".kb/cudal1_order.txt").read_text().split():
+    task, cand = pair.rsplit(":", 1)
+    if Path(cand).name not in done:
+        print(f"{Path(task).resolve()}:{Path(cand).resolve()}")
+EOF
+  [ -s /tmp/cudal1_todo.txt ] || return 0
+  step "GPU $gpu: CUDA-L1, $(wc -l < /tmp/cudal1_todo.txt) kernels to go ($t s left)"
+  CUDA_VISIBLE_DEVICES=$gpu timeout "$t" python3 -m warpforge.cli eval-batch --manifest /tmp/cudal1_todo.txt \
+    --device cuda --compile-workers 8 --json >> "$OUT/cudal1.jsonl" 2>> "$OUT/cudal1.log"
+  tail -3 "$OUT/cudal1.log"
+}
+
+SMALL="level1/softmax level1/gelu level1/relu level1/layernorm level1/mse_loss level1/matvec"
+stream0() {
+  aa 0 "$OUT/aa_suite.jsonl" level1 level2 level3
+  aa 0 "$OUT/aa_suite_small_again.jsonl" $SMALL  # the short suite tasks once more, with per-round tails
+  aa 0 "$OUT/aa_kernelbench.jsonl" $(cat /tmp/kb_gpu0.txt)
+}
+stream1() {  # FIRST=cudal1 (default) or FIRST=aa: which of its two jobs goes first
+  local g=$(( NGPU > 1 ? 1 : 0 ))
+  if [ "${FIRST:-cudal1}" = aa ]; then aa $g "$OUT/aa_kernelbench_b.jsonl" $(cat /tmp/kb_gpu1.txt); cudal1 $g
+  else cudal1 $g; aa $g "$OUT/aa_kernelbench_b.jsonl" $(cat /tmp/kb_gpu1.txt); fi
+}
+if [ "$NGPU" -gt 1 ]; then
+  stream0 > "$OUT/stream0.log" 2>&1 &
+  stream1 > "$OUT/stream1.log" 2>&1 &
+  wait
+  cat "$OUT/stream0.log" "$OUT/stream1.log"
+else
+  stream0; stream1
+fi
+wc -l "$OUT"/*.jsonl
