@@ -79,3 +79,26 @@ def test_a_much_slower_candidate_reads_slower_with_its_interval() -> None:
     assert result.correct, result.reason
     low, high = result.speedup_interval or (1, 1)
     assert high < 0.5  # ~200x more work: every round's ratio far below 1, whatever the load
+
+
+def test_both_processes_run_with_the_same_fixed_malloc_settings_on_the_cpu(tmp_path: Path) -> None:
+    """glibc's dynamic mmap and trim thresholds made page faults inside timed calls depend on each
+    process's allocation history (an A/A mse_loss read 1.9x): the reference process and the
+    candidate's get the same fixed settings."""
+    from warpforge.errors import TaskError
+    from warpforge.evaluate import MALLOC_TUNABLES
+
+    source = (FIXTURES / "tasks" / "matmul.py").read_text()
+    task_path = tmp_path / "env_task.py"
+    task_path.write_text(source.replace("def get_init_inputs():\n    return []", "def get_init_inputs():\n"
+                                        "    import os\n    raise RuntimeError('malloc=' + os.environ.get('GLIBC_TUNABLES', ''))"))
+    with pytest.raises(TaskError) as reference:
+        evaluate(load_task(task_path), Candidate(source.replace("class Model(", "class ModelNew(")),
+                 EvalConfig(**FAST))  # type: ignore[arg-type]
+    candidate = Candidate("import os\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    pass\n\n\n"
+                          "raise RuntimeError('malloc=' + os.environ.get('GLIBC_TUNABLES', ''))\n")
+    result = evaluate(load_task(FIXTURES / "tasks" / "matmul.py"), candidate,
+                      EvalConfig(**FAST, static_checks=False))  # type: ignore[arg-type]
+    assert result.status == "compile_error"
+    assert f"malloc={MALLOC_TUNABLES}" in str(reference.value)
+    assert f"malloc={MALLOC_TUNABLES}" in result.reason, result.reason
