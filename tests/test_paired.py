@@ -102,3 +102,26 @@ def test_both_processes_run_with_the_same_fixed_malloc_settings_on_the_cpu(tmp_p
     assert result.status == "compile_error"
     assert f"malloc={MALLOC_TUNABLES}" in str(reference.value)
     assert f"malloc={MALLOC_TUNABLES}" in result.reason, result.reason
+
+
+def test_the_reference_round_compares_its_inputs_after_every_timed_call_as_the_candidate_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The candidate's process compares each timed call's inputs with their set (the mutation
+    check); that read slows its next call, so the reference's round does the same work."""
+    import torch
+
+    from warpforge.evaluate import reference, state
+
+    compared: list[int] = []
+
+    def counting(before: list, after: list) -> bool:  # type: ignore[type-arg]
+        compared.append(len(after))
+        return False
+
+    monkeypatch.setattr(reference, "inputs_changed", counting)
+    model = torch.nn.ReLU()
+    sets = [[torch.randn(64)], [torch.randn(64)]]
+    timing = reference._time_round(model, state.snapshot(model), sets, "cpu",
+                                   {"seed": 1, "positions": [[0, 63]],
+                                    "bench_args": {"warmup_ms": 1.0, "rep_ms": 2.0, "min_reps": 5}})
+    assert len(compared) == timing["n"] >= 5 and set(compared) == {1}
