@@ -79,3 +79,49 @@ def test_a_much_slower_candidate_reads_slower_with_its_interval() -> None:
     assert result.correct, result.reason
     low, high = result.speedup_interval or (1, 1)
     assert high < 0.5  # ~200x more work: every round's ratio far below 1, whatever the load
+
+
+def test_both_processes_run_with_the_same_fixed_malloc_settings_on_the_cpu(tmp_path: Path) -> None:
+    """glibc's dynamic mmap and trim thresholds made page faults inside timed calls depend on each
+    process's allocation history (an A/A mse_loss read 1.9x): the reference process and the
+    candidate's get the same fixed settings."""
+    from warpforge.errors import TaskError
+    from warpforge.evaluate import MALLOC_TUNABLES
+
+    source = (FIXTURES / "tasks" / "matmul.py").read_text()
+    task_path = tmp_path / "env_task.py"
+    task_path.write_text(source.replace("def get_init_inputs():\n    return []", "def get_init_inputs():\n"
+                                        "    import os\n    raise RuntimeError('malloc=' + os.environ.get('GLIBC_TUNABLES', ''))"))
+    with pytest.raises(TaskError) as reference:
+        evaluate(load_task(task_path), Candidate(source.replace("class Model(", "class ModelNew(")),
+                 EvalConfig(**FAST))  # type: ignore[arg-type]
+    candidate = Candidate("import os\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    pass\n\n\n"
+                          "raise RuntimeError('malloc=' + os.environ.get('GLIBC_TUNABLES', ''))\n")
+    result = evaluate(load_task(FIXTURES / "tasks" / "matmul.py"), candidate,
+                      EvalConfig(**FAST, static_checks=False))  # type: ignore[arg-type]
+    assert result.status == "compile_error"
+    assert f"malloc={MALLOC_TUNABLES}" in str(reference.value)
+    assert f"malloc={MALLOC_TUNABLES}" in result.reason, result.reason
+
+
+def test_the_reference_round_compares_its_inputs_after_every_timed_call_as_the_candidate_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The candidate's process compares each timed call's inputs with their set (the mutation
+    check); that read slows its next call, so the reference's round does the same work."""
+    import torch
+
+    from warpforge.evaluate import reference, state
+
+    compared: list[int] = []
+
+    def counting(before: list, after: list) -> bool:  # type: ignore[type-arg]
+        compared.append(len(after))
+        return False
+
+    monkeypatch.setattr(reference, "inputs_changed", counting)
+    model = torch.nn.ReLU()
+    sets = [[torch.randn(64)], [torch.randn(64)]]
+    timing = reference._time_round(model, state.snapshot(model), sets, "cpu",
+                                   {"seed": 1, "positions": [[0, 63]],
+                                    "bench_args": {"warmup_ms": 1.0, "rep_ms": 2.0, "min_reps": 5}})
+    assert len(compared) == timing["n"] >= 5 and set(compared) == {1}

@@ -79,6 +79,25 @@ def fast_serialization() -> None:
         save.compute_crc32 = False
 
 
+def inputs_changed(before: list[Any], after: list[Any]) -> bool:
+    """Whether any tensor of `after` differs from its counterpart in `before`, byte for byte (so
+    NaN inputs compare equal to themselves). The candidate's process runs it after every timed
+    call (a forward() that modifies its inputs is rejected); the reference process runs it too,
+    only to do the same work between calls: reading two copies of the inputs slows the next call
+    (on the CPU, with it on the candidate's side only, A/A relu read 0.80-0.91x, softmax 0.80-0.91x)."""
+    for b, a in zip(before, after):
+        if isinstance(b, torch.Tensor):
+            if b.shape != a.shape or b.dtype != a.dtype:
+                return True
+            if not torch.equal(_raw(b), _raw(a)):
+                return True
+    return False
+
+
+def _raw(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
 def split_outputs(out: Any) -> list[Any]:
     """A forward may return one tensor or a tuple/list of them; always work with a list."""
     return list(out) if isinstance(out, (tuple, list)) else [out]

@@ -30,7 +30,8 @@ import torch
 from warpforge.errors import TaskError
 from warpforge.evaluate import state as module_state
 from warpforge.evaluate import bench, hardware
-from warpforge.evaluate.inputs import DEFAULT_DISTS, apply_distribution, fast_serialization, fingerprint, split_outputs
+from warpforge.evaluate.inputs import (DEFAULT_DISTS, apply_distribution, fast_serialization, fingerprint, inputs_changed,
+                                       split_outputs)
 from warpforge.evaluate import debug
 from warpforge.evaluate.sandbox import Channel, die_with_parent
 from warpforge.evaluate.verify import Comparison, Tolerance, compare, error_stats, summarize_reference
@@ -343,7 +344,8 @@ def _time_round(model: torch.nn.Module, pristine: list[module_state.Saved], inpu
     the arguments the parent gives this round; the sets go to the device for the round only.
     Between calls it fingerprints its outputs at the candidate's positions, as the candidate's
     process does: that work slows the next call (the float64 copy it allocates; an A/A pair read
-    0.80-0.86x on the CPU with it on one side only, 0.98x without it on either)."""
+    0.80-0.86x on the CPU with it on one side only, 0.98x without it on either), and compares the
+    inputs with the set they were cloned from, as the candidate's process checks for mutation."""
     sets = [[_to(x, device) for x in trial] for trial in inputs]
     positions = [torch.tensor(p, dtype=torch.long) for p in request.get("positions", [])]
 
@@ -356,6 +358,7 @@ def _time_round(model: torch.nn.Module, pristine: list[module_state.Saved], inpu
     def after_call(i: int, args: list[Any], out: Any) -> None:
         outs = split_outputs(out)
         [fingerprint(o, p) for o, p in zip(outs, positions) if isinstance(o, torch.Tensor)]
+        inputs_changed(sets[i], args)  # the answer does not matter here: the work between calls does
         recent.append(outs)
 
     with torch.no_grad():

@@ -26,10 +26,11 @@ import torch
 
 from warpforge.evaluate import bench, debug, inputs as inputs_mod, sandbox, state
 from warpforge.evaluate.guard import Guard
-from warpforge.evaluate.inputs import fast_serialization, fingerprint, split_outputs
+from warpforge.evaluate.inputs import fast_serialization, fingerprint, inputs_changed, split_outputs
 
 _Tensor = torch.Tensor
 _restore = state.restore  # bound now, as the guard binds what it checks
+_mutated = inputs_changed
 _type = type
 _perf = time.perf_counter
 _dumps = json.dumps
@@ -212,21 +213,6 @@ def _code_file(fn: Any) -> str:
 
 def _bits(values: list[Any]) -> list[Any]:
     return [v.detach().clone() if isinstance(v, _Tensor) else v for v in values]
-
-
-def _mutated(before: list[Any], after: list[Any]) -> bool:
-    for b, a in zip(before, after):
-        if isinstance(b, _Tensor):
-            if b.shape != a.shape or b.dtype != a.dtype:
-                return True
-            if not torch.equal(_raw(b), _raw(a)):
-                return True
-    return False
-
-
-def _raw(t: _Tensor) -> _Tensor:
-    """The tensor's bytes, so NaN inputs compare equal to themselves."""
-    return t.detach().contiguous().reshape(-1).view(torch.uint8)
 
 
 def _storage(t: _Tensor) -> int:
