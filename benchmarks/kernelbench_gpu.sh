@@ -6,10 +6,10 @@
 #       --cudal1 CUDA-L1/optimized_cuda_code/h100.json --out .kb      # once, needs the two checkouts
 #   bash benchmarks/kernelbench_gpu.sh OUT_DIR [SECONDS] [RESULTS_DIR]
 # Two streams, one per GPU (one after the other on a one-GPU machine):
-#   GPU 0: `warpforge calibrate` over the suite (its short tasks twice), then KernelBench's tasks
-#          at odd positions of .kb/aa_order.txt (the stratified sample comes first);
-#   GPU 1: `warpforge eval-batch` over CUDA-L1's kernels (.kb/cudal1_order.txt) and KernelBench's
-#          even positions, in that order (FIRST=aa: the other way round).
+#   GPU 0: `warpforge calibrate` over the suite's level 1, then KernelBench's tasks at odd
+#          positions of .kb/aa_order.txt (the stratified sample comes first);
+#   GPU 1: the suite's levels 2-3, KernelBench's even positions, then `warpforge eval-batch` over
+#          CUDA-L1's kernels (.kb/cudal1_order.txt).
 # Each step stops at the deadline (SECONDS, default 540); rows are appended as they arrive, so a
 # step cut short loses only its task in flight. Then: python benchmarks/kernelbench_summary.py DIR.
 set -uo pipefail
@@ -62,16 +62,15 @@ EOF
   tail -3 "$OUT/cudal1.log"
 }
 
-SMALL="level1/softmax level1/gelu level1/relu level1/layernorm level1/mse_loss level1/matvec"
 stream0() {
-  aa 0 "$OUT/aa_suite.jsonl" level1 level2 level3
-  aa 0 "$OUT/aa_suite_small_again.jsonl" $SMALL  # the short suite tasks once more, with per-round tails
+  aa 0 "$OUT/aa_suite.jsonl" level1
   aa 0 "$OUT/aa_kernelbench.jsonl" $(cat /tmp/kb_gpu0.txt)
 }
-stream1() {  # FIRST=cudal1 (default) or FIRST=aa: which of its two jobs goes first
+stream1() {
   local g=$(( NGPU > 1 ? 1 : 0 ))
-  if [ "${FIRST:-cudal1}" = aa ]; then aa $g "$OUT/aa_kernelbench_b.jsonl" $(cat /tmp/kb_gpu1.txt); cudal1 $g
-  else cudal1 $g; aa $g "$OUT/aa_kernelbench_b.jsonl" $(cat /tmp/kb_gpu1.txt); fi
+  aa $g "$OUT/aa_suite_b.jsonl" level2 level3
+  aa $g "$OUT/aa_kernelbench_b.jsonl" $(cat /tmp/kb_gpu1.txt)
+  cudal1 $g
 }
 if [ "$NGPU" -gt 1 ]; then
   stream0 > "$OUT/stream0.log" 2>&1 &

@@ -13,6 +13,7 @@ import torch
 
 from warpforge import EvalConfig, load_task
 from warpforge.calibrate import as_candidate, calibrate, summarise
+from warpforge.errors import TaskError
 from warpforge.evaluate import state
 from warpforge.evaluate.verify import Tolerance, compare, compare_fingerprint, summarize_reference
 
@@ -112,3 +113,32 @@ def test_a_task_in_a_level_folder_is_named_with_its_level(tmp_path: Path) -> Non
     (level / "7_Matmul.py").write_text((TASKS / "matmul.py").read_text())
     assert load_task(level / "7_Matmul.py").name == "level3/7_Matmul"
     assert load_task(TASKS / "matmul.py").name == "matmul"
+
+
+def test_a_task_the_harness_cannot_run_is_a_row_and_the_run_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    from warpforge.errors import HarnessError
+
+    evaluate_mod = importlib.import_module("warpforge.evaluate")  # the package, not the function
+
+    class Dying:
+        def __init__(self, task, config) -> None:  # type: ignore[no-untyped-def]
+            self.task = task
+
+        def __enter__(self):  # type: ignore[no-untyped-def]
+            if self.task.name == "matmul":
+                raise HarnessError("the reference process for matmul exited with 1: CUDA out of memory")
+            return self
+
+        def __exit__(self, *exc) -> None:  # type: ignore[no-untyped-def]
+            return None
+
+        def evaluate(self, candidate):  # type: ignore[no-untyped-def]
+            raise TaskError("not reached in this test's second task")
+
+    monkeypatch.setattr(evaluate_mod, "Judge", Dying)
+    tasks = [load_task(TASKS / "matmul.py"), load_task(TASKS / "bad_inputs_string.py")]
+    rows = calibrate(tasks, EvalConfig(**FAST))  # type: ignore[arg-type]
+    assert [r["status"] for r in rows] == ["harness_error", "task_error"]
+    assert "out of memory" in rows[0]["reason"] and summarise(rows)["rejected"] == [t.name for t in tasks]

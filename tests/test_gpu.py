@@ -55,3 +55,26 @@ def test_pointer_cache_exploit_is_not_rewarded():
     # really computed: then it must not look faster than the honest matmul it wraps
     if result.status == "correct":
         assert result.speedup is None or result.speedup < 2.0, f"pointer cache accepted at {result.speedup}x"
+
+
+@pytest.mark.gpu
+def test_the_sync_floor_is_taken_off_but_work_on_another_stream_still_counts():
+    import torch
+
+    from warpforge.evaluate import bench
+
+    x = torch.randn(1 << 22, device="cuda")
+    side = torch.cuda.Stream()
+
+    def honest(args):
+        return args[0] * 2
+
+    def hidden(args):  # returns at once; the real work runs on another stream
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(2_000_000)
+        return args[0]
+
+    quick = bench.time_calls(honest, lambda i: [x], 1, "cuda")
+    assert 0 < quick["sync_floor_ms"] <= bench.SYNC_FLOOR_CAP_MS and quick["tail_median_ms"] > 0
+    cheat = bench.time_calls(hidden, lambda i: [x], 1, "cuda", min_reps=3, max_reps=5)
+    assert cheat["median_ms"] > 0.5  # ~1 ms of spinning on the side stream, counted

@@ -18,7 +18,7 @@ from typing import Any
 from warpforge import metrics
 from warpforge.candidate import Candidate, EvalResult, Timing
 from warpforge.config import EvalConfig
-from warpforge.errors import TaskError
+from warpforge.errors import HarnessError, TaskError
 from warpforge.task import Task
 
 # issue 19's targets: identical code reads 1.00x within 3% on GPU tasks of at least 50 us
@@ -54,7 +54,8 @@ def _timing_facts(timing: Timing) -> dict[str, Any]:
 def calibrate(tasks: Iterable[Task], config: EvalConfig,
               on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Evaluate every task's reference against itself; a task that cannot even be loaded is a row
-    with status `task_error` (the harness is not to blame, but the table must say so)."""
+    with status `task_error` (the harness is not to blame, but the table must say so), one the
+    harness could not run (its reference process died: out of GPU memory, say) `harness_error`."""
     from warpforge.evaluate import Judge
 
     rows = []
@@ -62,8 +63,9 @@ def calibrate(tasks: Iterable[Task], config: EvalConfig,
         try:
             with Judge(task, config) as judge:
                 out = row(task, judge.evaluate(as_candidate(task)))
-        except TaskError as exc:
-            out = {"task": task.name, "status": "task_error", "stage": "reference", "speedup": None,
+        except (TaskError, HarnessError) as exc:  # one task's failure is its row, not the end of the run
+            status = "task_error" if isinstance(exc, TaskError) else "harness_error"
+            out = {"task": task.name, "status": status, "stage": "reference", "speedup": None,
                    "speedup_interval": None, "timing_unstable": False,
                    "reference_ms": None, "candidate_ms": None, "rel_l2_err": None, "tolerance": None,
                    "reason": str(exc), "warnings": [], "hardware": {}}

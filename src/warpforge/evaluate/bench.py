@@ -8,7 +8,11 @@ Method (after triton.testing.do_bench, hardened for adversarial code):
 - L2 is flushed by *reading* a buffer twice the L2 size (a write-flush leaves dirty lines
   that slow the next kernel by 20-30 %);
 - CUDA: one event pair per call on the caller's stream; the end event is recorded only after
-  a device-wide synchronize, so work hidden on other streams or threads is counted. Before the
+  a device-wide synchronize, so work hidden on other streams or threads is counted. A mark on
+  the caller's stream before the sync splits the window: a call reads the stream's time plus
+  whatever the sync took beyond this process's own round trip with nothing pending (measured
+  per timing run, `sync_floor`, at most 30 us), so the reference's and the candidate's
+  processes each take off their own host's sync cost and hidden work still counts. Before the
   start event the GPU is kept busy by a spin kernel (`torch.cuda._sleep`) a little longer than
   the call's measured launch time (nvbench's "blocking kernel"), so the start event fires when
   the candidate's first kernel is already queued: the Python/launch overhead of getting there
@@ -65,6 +69,18 @@ def _cache_bytes(device: str) -> int:
         return 8 * 2**20
 
 
+def _keep_alive_cap(device: str) -> float:
+    """Bytes of earlier calls' inputs kept alive (so their addresses are not handed out again):
+    5 % of the GPU's memory on CUDA, where an input can be gigabytes; no cap on the CPU."""
+    if device != "cuda":
+        return float("inf")
+    return 0.05 * torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+
+
+def _nbytes(kept: deque[list[Any]]) -> int:
+    return sum(x.numel() * x.element_size() for args in kept for x in args if isinstance(x, torch.Tensor))
+
+
 def _spin_rate() -> float:
     """Clock cycles per millisecond of the spin kernel, measured once (clocks vary by GPU and boost)."""
     if _spin is None:
@@ -78,6 +94,29 @@ def _spin_rate() -> float:
     end.synchronize()
     ms = start.elapsed_time(end)
     return 2_000_000 / ms if ms > 0 else 0.0
+
+
+# The most a measured sync round trip may take off a call: more would let work hidden on another
+# stream during the floor's measurement go uncounted (measured round trips: 14-40 us on an H100 host).
+SYNC_FLOOR_CAP_MS = 0.03
+
+
+def sync_floor(n: int = 21) -> float:
+    """The device time a device-wide synchronize adds to an untrusted call's window when nothing
+    else is pending: a mark on the stream, the sync, the end event (the median of `n`, at most
+    SYNC_FLOOR_CAP_MS). It is this process's own cost -- its host, its Python, its guard -- and
+    it differed by 5-15 us between the reference's and the candidate's processes for the same
+    code (an A/A pair of 0.2-0.3 ms tasks read 0.97-1.04x), so each process takes off its own."""
+    _synchronize()
+    tails = []
+    for _ in range(n):
+        mark, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        mark.record()
+        _synchronize()
+        end.record()
+        end.synchronize()
+        tails.append(mark.elapsed_time(end))
+    return min(statistics.median(tails), SYNC_FLOOR_CAP_MS)
 
 
 def summarize(device_ms: list[float], host_ms: list[float]) -> dict[str, Any]:
@@ -147,10 +186,15 @@ def _time_calls(call: Callable[[list[Any]], Any], prepare: Callable[[int], list[
     cycles_per_ms = _spin_rate() if device == "cuda" else 0.0
     launch_ms: list[float] = []  # host time from the call to its return, before the sync
     tail_ms: list[float] = []  # device time from the caller's stream's end to the end after the sync
+    floor_ms = sync_floor() if device == "cuda" and not trusted_stream else 0.0
+
+    keep_cap = _keep_alive_cap(device)
 
     def one(index: int, record: bool) -> tuple[float, float]:
         args = prepare(index)
         keep_alive.append(args)
+        while len(keep_alive) > 2 and _nbytes(keep_alive) > keep_cap:  # big inputs: fewer kept (at least 2)
+            keep_alive.popleft()
         flush()
         if mode == "server":
             _sleep(rng.uniform(*gap_ms) / 1000)
@@ -180,8 +224,13 @@ def _time_calls(call: Callable[[list[Any]], Any], prepare: Callable[[int], list[
             h1 = _perf_counter()
             end.synchronize()
             dev_ms = start.elapsed_time(end)
-            if not trusted_stream and record:
-                tail_ms.append(on_stream.elapsed_time(end))
+            if not trusted_stream:
+                # the stream's time plus whatever the sync waited for beyond its own round trip
+                # (work left on other streams): the round trip is this process's, measured below
+                tail = on_stream.elapsed_time(end)
+                dev_ms = start.elapsed_time(on_stream) + max(0.0, tail - floor_ms)
+                if record:
+                    tail_ms.append(tail)
         else:
             h0 = _perf_counter()
             out = call(args)
@@ -228,6 +277,7 @@ def _time_calls(call: Callable[[list[Any]], Any], prepare: Callable[[int], list[
     summary = summarize(device_ms, host_ms)
     if tail_ms:
         summary["tail_median_ms"] = statistics.median(tail_ms)
+        summary["sync_floor_ms"] = floor_ms
     # the last `unseen_sets` sets were never given to the program before the timed loop; the
     # rest are values it has seen (at new addresses now). A program much faster on values it
     # has seen is caching results by content.
