@@ -1,5 +1,8 @@
+import dataclasses
 import itertools
 import math
+
+from warpforge import metrics
 
 import pytest
 
@@ -182,3 +185,24 @@ def test_summarize_no_correct_timed():
     assert s["geomean_speedup"] is None and s["n_correct"] == 0 and s["fast_0"] == 0.0
     with pytest.raises(ValueError):
         summarize([])
+
+
+def test_the_impossible_speed_limit_of_an_fp32_task_is_the_tf32_rate() -> None:
+    """PyTorch's defaults run fp32 convolutions on TF32 tensor cores, so an honest fp32 conv can
+    beat the fp32-core roofline; the impossible-speed check uses the TF32 rate (H100 A/A: 1.52x)."""
+    import torch
+
+    from warpforge.candidate import Timing
+    from warpforge.config import EvalConfig
+    from warpforge.evaluate.verdict import Reference, _roofline
+
+    flops = 2 * 32 * 128 * 128 * 128 * 64 * 9  # about conv2d's
+    ref = Reference([1], 1, [torch.float32], [], {"flops": flops, "bytes": 1e6, "hardware": {"gpu": "NVIDIA H100 80GB HBM3"}},
+                    {}, [], 0.0, 1)
+    timing = Timing(median_ms=0.75, iqr_ms=0, min_ms=0.75, mean_ms=0.75, n=1, host_median_ms=1)
+    info = _roofline(ref, timing, EvalConfig(device="cpu"))
+    assert info == {"flops": flops, "bytes": 1e6}  # no GPU peaks on the CPU
+    info = _roofline(ref, timing, dataclasses.replace(EvalConfig(device="cpu"), device="cuda"))
+    assert info["fraction"] > 1.0  # faster than the fp32-core floor, as cuDNN's TF32 is
+    assert info["impossible_below_ms"] < info["floor_ms"] / 5
+    assert metrics.roofline_fraction(0.75, info["impossible_below_ms"]) < 1.0
