@@ -142,3 +142,23 @@ def test_a_task_the_harness_cannot_run_is_a_row_and_the_run_goes_on(monkeypatch:
     rows = calibrate(tasks, EvalConfig(**FAST))  # type: ignore[arg-type]
     assert [r["status"] for r in rows] == ["harness_error", "task_error"]
     assert "out of memory" in rows[0]["reason"] and summarise(rows)["rejected"] == [t.name for t in tasks]
+
+
+def test_a_degenerate_task_passes_against_itself_with_a_warning_and_still_refuses_garbage(tmp_path: Path) -> None:
+    from warpforge import Candidate
+    from warpforge.evaluate import Judge
+
+    task = load_task(TASKS / "degenerate_mean.py")
+    rows = calibrate([task], EvalConfig(**FAST))  # type: ignore[arg-type]
+    assert rows[0]["status"] == "correct", rows[0]["reason"]
+    assert any("degenerate task" in w for w in rows[0]["warnings"]), rows[0]["warnings"]
+    body = task.source.split("class Model")[0] + """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.full_like(x[:, 0], {value})
+"""
+    with Judge(task, EvalConfig(**FAST)) as judge:  # type: ignore[arg-type]
+        zeros = judge.evaluate(Candidate(body.format(value=0.0)))
+        ones = judge.evaluate(Candidate(body.format(value=1.0)))
+    assert zeros.correct  # within the program's own rounding noise of the exact answer, 0
+    assert ones.status == "incorrect", ones.reason

@@ -130,3 +130,12 @@ def test_fit_sets_keeps_two_checked_and_one_timed_set_at_least() -> None:
     assert fit_sets(5, 5, 10, 30) == (3, 3)  # no timing sets (bench off): only checked ones
     with pytest.raises(ConfigError, match="sets_memory_gb must be positive"):
         EvalConfig(sets_memory_gb=0)
+
+
+def test_the_candidate_may_hold_its_input_file_twice_on_top_of_the_memory_limit(tmp_path: Path) -> None:
+    from warpforge.evaluate import candidate_memory_mb
+
+    cfg = EvalConfig(mem_limit_gb=2.0)
+    assert candidate_memory_mb(cfg, tmp_path) == 2048  # no inputs yet
+    (tmp_path / "inputs.pt").write_bytes(b"\0" * (3 * 2**20))
+    assert candidate_memory_mb(cfg, tmp_path) == 2048 + 6

@@ -63,6 +63,9 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile-baseline", action=argparse.BooleanOptionalAction, default=None,
                    help="also time torch.compile (default: on for cuda, off for cpu)")
     p.add_argument("--no-profile", action="store_true", help="skip recording which kernels ran")
+    p.add_argument("--paired-rounds", type=int, default=None, metavar="N",
+                   help="rounds of paired timing, reference and candidate in turn (default 5; 0: time the "
+                        "reference once before the candidate, for tasks whose inputs fit the GPU only once)")
     p.add_argument("--fresh-baselines", action="store_true",
                    help="re-time the eager / torch.compile baselines instead of reusing this machine's cached ones")
     p.add_argument("--cpu-threads", type=int, default=None, metavar="N",
@@ -191,6 +194,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         allow_tf32=args.allow_tf32, compile_baseline=args.compile_baseline, profile=not args.no_profile,
         reuse_baselines=False if args.fresh_baselines else None, sets_memory_gb=args.sets_memory_gb,
         sandbox=sandbox_from_args(args), cpu_threads=args.cpu_threads,
+        **({"paired_rounds": args.paired_rounds} if args.paired_rounds is not None else {}),
         **({"timeout_s": args.timeout} if args.timeout is not None else {}),
     )
     if config.device == "cuda":

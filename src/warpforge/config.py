@@ -31,7 +31,8 @@ class EvalConfig:
     reference_timeout_s: float = float(os.environ.get("WARPFORGE_REFERENCE_TIMEOUT", 900.0))
     """The reference runs float64 and times the baselines; large GPU presets need minutes on CPU."""
     mem_limit_gb: float = 16.0
-    """Host memory (RSS) the candidate process may hold before it is killed as out-of-memory."""
+    """Host memory (RSS) the candidate process may hold before it is killed as out-of-memory, on
+    top of twice the size of its input sets' file (evaluate.candidate_memory_mb)."""
     output_limit_kb: int = 64
     """Captured stdout/stderr kept per process: the first and last half of this many KiB."""
     bench: bool = True

@@ -35,7 +35,7 @@ from warpforge.evaluate.sandbox import Child
 from warpforge.evaluate.static import check_source
 from warpforge.evaluate.verdict import (CONTENT_CACHE_RATIO, SPEED_OF_LIGHT_SLACK, Reference, comparison_from,
                                         content_cache_suspected, decide, with_verdict)
-from warpforge.evaluate.verify import Comparison, tolerance_for
+from warpforge.evaluate.verify import Comparison, degenerate_note, tolerance_for
 from warpforge.task import Task
 
 __all__ = ["CONTENT_CACHE_RATIO", "SPEED_OF_LIGHT_SLACK", "Judge", "content_cache_suspected", "evaluate", "needs_build",
@@ -284,7 +284,8 @@ class Judge:
         worker.send(str(spec_path))
         verdict["sent"] = time.monotonic()
         try:
-            outcome = worker.wait(timeout_s=cfg.timeout_s, mem_limit_mb=cfg.mem_limit_gb * 1024, on_message=on_message)
+            outcome = worker.wait(timeout_s=cfg.timeout_s, mem_limit_mb=candidate_memory_mb(cfg, workdir),
+                                  on_message=on_message)
         finally:
             for child in paused:
                 child.resume()
@@ -361,7 +362,8 @@ class Judge:
         detail = outcome.output[-3000:] if os.environ.get("WARPFORGE_DEBUG") else \
             compile_mod.summarize_errors(outcome.output, 4)
         error = HarnessError if outcome.timed_out or until == "loaded" else _ServerDied
-        raise error(f"the reference process for {self.task.name} {why}: {detail or 'no output'}")
+        raise error(f"the reference process for {self.task.name} {why}: {detail or 'no output'}"
+                    + (OUT_OF_GPU_MEMORY if "OutOfMemoryError" in outcome.output else ""))
 
     def _draw(self, workdir: Path, worker: Child) -> Reference:
         """Fresh inputs (into the candidate's folder) and their reference outputs (kept by the
@@ -401,11 +403,13 @@ class Judge:
         dtypes = [getattr(torch, d.removeprefix("torch.")) for d in data["dtypes"]]
         worst = [tuple(max(errs[j][k] for errs in data["native_errors"]) for k in (0, 1)) for j in range(len(dtypes))]
         tolerances = [tolerance_for(d, self.task.metadata, self.allow_tf32, (w[0], w[1])) for d, w in zip(dtypes, worst)]
+        degenerate = [n for j, w in enumerate(worst) if (n := degenerate_note(w[0], j, len(worst)))]
         # the first draw carries the reference process's start-up (and the baselines)
         seconds = time.monotonic() - (started if self._draws else self._server_started)
         self._draws += 1
         return Reference([int(n) for n in data["numels"]], int(data.get("sets", len(seeds))), dtypes, tolerances,
-                         self._loaded, dict(self._baselines or {}), [*self._baseline_notes, *data.get("notes", [])], seconds,
+                         self._loaded, dict(self._baselines or {}),
+                         [*self._baseline_notes, *data.get("notes", []), *degenerate], seconds,
                          int(data.get("verify_sets", cfg.trials)))
 
     def _sets_budget(self) -> int | None:
@@ -424,6 +428,22 @@ class Judge:
         if "eager" not in baselines:
             raise HarnessError(f"the reference process of {self.task.name} sent no eager baseline timing")
         self._baselines, self._baseline_notes = baselines, notes
+
+
+def candidate_memory_mb(cfg: EvalConfig, workdir: Path) -> float:
+    """The candidate process's host-memory limit: `mem_limit_gb`, plus twice its input file (it
+    reads every input set into host memory before moving it to the GPU; a KernelBench task's
+    sets can take more than the limit itself)."""
+    try:
+        inputs = (workdir / "inputs.pt").stat().st_size
+    except OSError:
+        inputs = 0
+    return cfg.mem_limit_gb * 1024 + 2 * inputs / 2**20
+
+
+OUT_OF_GPU_MEMORY = (" -- out of GPU memory: the task's input sets, their float64 outputs and two timing processes "
+                     "did not fit; try a smaller --sets-memory-gb, --paired-rounds 0 (the reference timed once, "
+                     "before the candidate holds its inputs) or a GPU with more memory")
 
 
 class _ServerDied(HarnessError):

@@ -193,7 +193,7 @@ def _time_calls(call: Callable[[list[Any]], Any], prepare: Callable[[int], list[
     def one(index: int, record: bool) -> tuple[float, float]:
         args = prepare(index)
         keep_alive.append(args)
-        while len(keep_alive) > 2 and _nbytes(keep_alive) > keep_cap:  # big inputs: fewer kept (at least 2)
+        while len(keep_alive) > 1 and _nbytes(keep_alive) > keep_cap:  # big inputs: fewer kept (at least 1)
             keep_alive.popleft()
         flush()
         if mode == "server":

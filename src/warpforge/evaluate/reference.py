@@ -110,6 +110,7 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
     asked. Inputs go to the candidate's folder; the outputs (returned) stay in this process."""
     device = spec["device"]
     seeds, verify_sets, notes = request["trial_seeds"], int(request.get("verify_sets", len(request["trial_seeds"]))), []
+    big = False  # sets too big to hold on the GPU all at once
     try:
         trials = _draw_trials(module, metadata, seeds[:1], device)
         budget = request.get("sets_budget_bytes")
@@ -121,7 +122,10 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
                              f"float64 outputs take {per_set / 2**30:.2f} GiB, and {len(seeds)} would exceed the "
                              f"{int(budget) / 2**30:.1f} GiB allowed (sets_memory_gb)")
                 seeds = seeds[:n]
-        trials += _draw_trials(module, metadata, seeds[1:], device, first=1)
+                big = device == "cuda"  # sets that had to be cut down wait in host memory
+        if big:
+            trials = [[_to(x, "cpu") for x in trials[0]]]
+        trials += _draw_trials(module, metadata, seeds[1:], device, first=1, to_host=big)
     except TaskError as exc:
         channel.send("task_error", message=str(exc))
         return None
@@ -129,7 +133,8 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
         channel.send("task_error", message=f"the task's get_inputs() failed: {type(exc).__name__}: {exc}")
         return None
     try:
-        outputs64, native_dtypes, native_errors, output_notes = _reference_outputs(model, pristine, trials, device)
+        outputs64, native_dtypes, native_errors, output_notes = _reference_outputs(model, pristine, trials, device,
+                                                                                   on_host=big)
         notes += output_notes
     except Exception as exc:
         channel.send("task_error", message=f"the task's own forward() failed: {type(exc).__name__}: {exc}",
@@ -225,8 +230,9 @@ def _set_bytes(model: torch.nn.Module, inputs: list[Any], device: str) -> int:
 
 
 def _draw_trials(module: Any, metadata: dict[str, Any], seeds: list[int], device: str,
-                 first: int = 0) -> list[list[Any]]:
-    """Input sets from `seeds`; set i (counting from `first`) takes the i-th input distribution."""
+                 first: int = 0, to_host: bool = False) -> list[list[Any]]:
+    """Input sets from `seeds`; set i (counting from `first`) takes the i-th input distribution.
+    `to_host`: each set goes to host memory once drawn (sets too big to hold on the GPU together)."""
     dists = list(metadata.get("input_dists") or DEFAULT_DISTS)
     trials = []
     for i, seed in enumerate(seeds, start=first):
@@ -242,7 +248,9 @@ def _draw_trials(module: Any, metadata: dict[str, Any], seeds: list[int], device
                 raise TaskError(f"get_inputs() returned a {type(x).__name__}; inputs must be tensors or numbers")
         gen = torch.Generator(device=device).manual_seed(seed)
         moved = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
-        trials.append(apply_distribution(moved, dists[i % len(dists)], gen))
+        drawn = apply_distribution(moved, dists[i % len(dists)], gen)
+        trials.append([_to(x, "cpu") for x in drawn] if to_host else drawn)
+        del inputs, moved, drawn
     return trials
 
 
@@ -254,9 +262,10 @@ def _to(x: Any, device: str, double: bool = False) -> Any:
 
 
 def _reference_outputs(model: torch.nn.Module, pristine: list[module_state.Saved], trials: list[list[Any]],
-                       device: str):
+                       device: str, on_host: bool = False):
     """float64 outputs, the native dtypes, and the native program's (rel_l2, max_rel) errors. The
-    outputs stay on the GPU unless they would take more than a quarter of its memory. Every call
+    outputs stay on the GPU unless they would take more than a quarter of its memory, or `on_host`
+    (big sets: each set's outputs go to host memory as soon as they are computed). Every call
     starts from the module's state as built (`pristine`)."""
     module_state.restore(pristine)
     model64 = copy.deepcopy(model).double()
@@ -279,7 +288,11 @@ def _reference_outputs(model: torch.nn.Module, pristine: list[module_state.Saved
             dtypes = [o.dtype for o in native]
             native_errors.append([list(error_stats(n, e)[1:]) if n.is_floating_point() else [0.0, 0.0]
                                   for n, e in zip(native, exact)])
-            outputs64.append([e.detach().to(torch.float64 if e.is_floating_point() else e.dtype) for e in exact])
+            outputs64.append([e.detach().to("cpu" if on_host else e.device,
+                                            torch.float64 if e.is_floating_point() else e.dtype) for e in exact])
+            del native, exact
+            if on_host and device == "cuda":
+                torch.cuda.empty_cache()
     total = sum(o.numel() * o.element_size() for outs in outputs64 for o in outs)
     if device == "cuda" and total > torch.cuda.get_device_properties(0).total_memory // 4:
         outputs64 = [[o.cpu() for o in outs] for outs in outputs64]
