@@ -30,7 +30,6 @@ PAIRS = [
 EXPECTED = ["correct", "runtime_error", "rejected", "runtime_error"]
 CONFIG = EvalConfig(device="cpu", bench=False, trials=2, spare_workers=0)
 
-pytestmark = pytest.mark.slow
 
 
 def _statuses(results: list[dict[str, Any]]) -> list[str]:
@@ -97,6 +96,7 @@ def ray_cluster() -> Any:
     ray.shutdown()
 
 
+@pytest.mark.slow
 def test_ray_executor_matches_local_and_survives_a_killed_actor(ray_cluster: Any, local_results: list[dict[str, Any]]) -> None:
     results = evaluate_batch(PAIRS, CONFIG, "ray", workers=2)
     assert _statuses(results) == _statuses(local_results)
@@ -157,6 +157,7 @@ def _built(cache: Path) -> list[Path]:
                    *cache.glob("compile/sandboxed/*/torch_extensions/*/*.so")])
 
 
+@pytest.mark.slow
 def test_precompile_fills_the_cache_that_the_evaluation_then_uses(build_cache: Path) -> None:
     from warpforge import Candidate, evaluate, load_task
     from warpforge.evaluate import precompile
@@ -171,6 +172,7 @@ def test_precompile_fills_the_cache_that_the_evaluation_then_uses(build_cache: P
     assert _built(build_cache) == [so] and so.stat().st_mtime_ns == built_at  # found warm, not rebuilt
 
 
+@pytest.mark.slow
 def test_precompile_reports_failures_and_never_gives_a_verdict(build_cache: Path) -> None:
     from warpforge.evaluate import precompile
 
@@ -182,6 +184,7 @@ def test_precompile_reports_failures_and_never_gives_a_verdict(build_cache: Path
     assert precompile(hang, dataclasses.replace(config, timeout_s=3), arch="")["status"] == "timeout"
 
 
+@pytest.mark.slow
 def test_pool_with_a_compile_pool_builds_first_and_keeps_the_verdicts(build_cache: Path, tmp_path: Path) -> None:
     from warpforge.executor import Compiler, EvalPool
 
@@ -240,6 +243,7 @@ def test_the_throughput_corpus_is_100_distinct_candidates_the_policy_accepts(tmp
     assert {i["family"] for i in sample} == {"cuda", "triton", "pytorch"} and 15 <= len(sample) <= 22
 
 
+@pytest.mark.slow
 def test_cpu_workers_share_the_cores_unless_the_user_set_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
@@ -315,6 +319,7 @@ def test_a_throughput_run_stopped_by_a_time_limit_is_continued_not_repeated(tmp_
     assert throughput.earlier_runs(tmp_path / "missing.jsonl") == []
 
 
+@pytest.mark.slow
 def test_ray_compile_jobs_fill_the_same_cache(ray_cluster: Any, build_cache: Path, tmp_path: Path) -> None:
     from warpforge.executor import Compiler
 

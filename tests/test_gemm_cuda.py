@@ -31,6 +31,7 @@ LAYOUTS = ("nn", "nt")
 # ---------------------------------------------------------------- CPU: compile, budgets, refusals
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_every_config_compiles_for_sm90a() -> None:
     # all configs x both dtypes x both layouts (96 nvcc runs): ~35 s wall on 2 cores, ~0.4-1.5 s each

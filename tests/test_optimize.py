@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from warpforge import EvalConfig, load_task
 from warpforge.archive import Archive
 from warpforge.propose.llm import LLMClient, parse_model_specs
@@ -50,6 +52,7 @@ def evaluations(path: Path) -> list[tuple[int, int, str]]:
         raise
 
 
+@pytest.mark.slow
 def test_a_run_killed_with_sigkill_resumes_without_losing_or_repeating_an_evaluation(tmp_path: Path) -> None:
     archive = tmp_path / "archive.db"
     env = {**os.environ, "OPENAI_API_KEY": "not-needed-for-a-local-server", "PYTHONPATH": str(ROOT / "src")}
@@ -134,6 +137,7 @@ def test_an_unknown_task_or_strategy_is_a_usage_error(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "unknown strategy" in bad.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path: Path) -> None:
     archive = tmp_path / "archive.db"
     command = [sys.executable, "-m", "warpforge.cli", "optimize", "level1/diag_matmul", "--llm", f"replay:{REPLIES}",

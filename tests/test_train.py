@@ -23,7 +23,6 @@ ROOT = Path(__file__).resolve().parents[1]
 FIX = Path(__file__).parent / "fixtures" / "candidates"
 CPU = EvalConfig(device="cpu", bench=False, trials=2)
 
-pytestmark = pytest.mark.slow
 
 
 def _runs(db: Path) -> dict[str, int]:
