@@ -70,6 +70,10 @@ def test_a_candidate_is_timed_in_rounds_beside_the_reference() -> None:
     low, high = result.speedup_interval or (0, 0)
     assert low <= paired["speedup"] <= high
     assert result.speedup == paired["speedup"] or result.timing_unstable
+    # the claimed interval is the rounds' widened by the CPU's process spread (config.process_spread)
+    r_low, r_high = paired["rounds_interval"]
+    assert paired["process_spread"] == 0.25
+    assert low == pytest.approx(r_low / 1.25) and high == pytest.approx(r_high * 1.25)
 
 
 def test_a_much_slower_candidate_reads_slower_with_its_interval() -> None:

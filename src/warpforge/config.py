@@ -53,6 +53,14 @@ class EvalConfig:
     again with as many rounds more, and if still wider, the result is `timing_unstable`. In three
     ad-hoc runs on an idle 2-core CPU (`warpforge eval level1/diag_matmul` of a broadcast
     rewrite), a 12x rewrite's intervals were 15-26 % wide, so 25 % would withhold claims nobody doubts."""
+    process_spread: float | None = None
+    """How far apart two processes time the same code, beyond what their rounds show: the paired
+    interval is widened by this factor each way ([low / (1 + s), high * (1 + s)]) before anything
+    is claimed from it. Rounds compare one pair of processes, and each process keeps its own heap,
+    cache placement and sync cost for the whole evaluation, so identical code read outside its
+    rounds' interval in A/A runs: on an idle 2-core CPU up to 0.77x [0.71, 0.84] and 1.21x
+    [1.15, 1.26] (8 of 35 suite tasks; benchmarks/results/cpu_aa_2026-11-25_s11), on an H100 up
+    to 1.03x [1.01, 1.12]. None = 0.25 on the CPU, 0.03 on CUDA; 0 uses the rounds alone."""
     warmup_ms: float = 25.0
     """Warm-up as a time budget (triton.testing.do_bench uses 25 ms)."""
     rep_ms: float = 100.0
@@ -99,6 +107,8 @@ class EvalConfig:
     None = 3 on CUDA, 1 on CPU."""
 
     def __post_init__(self) -> None:
+        if self.process_spread is not None and self.process_spread < 0:
+            raise ConfigError(f"process_spread must be 0 or more, not {self.process_spread}")
         if self.paired_rounds < 0 or self.paired_rounds == 1:
             raise ConfigError(f"paired_rounds must be 0 (off) or at least 2, not {self.paired_rounds}")
         if self.cpu_threads is not None and self.cpu_threads < 1:
@@ -131,6 +141,7 @@ class EvalConfig:
             reuse_baselines=(device == "cuda") if self.reuse_baselines is None else self.reuse_baselines,
             spare_workers=(3 if device == "cuda" else 1) if self.spare_workers is None else self.spare_workers,
             cpu_threads=self.cpu_threads or _user_threads() or 1,
+            process_spread=(0.03 if device == "cuda" else 0.25) if self.process_spread is None else self.process_spread,
         )
 
     def to_dict(self) -> dict[str, object]:

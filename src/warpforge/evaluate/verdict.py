@@ -192,8 +192,10 @@ def _with_pairs(common: EvalResult, paired: Rounds, candidate_rounds: list[dict[
     except ValueError:  # no round with two positive times (a malformed report): the unpaired timing stands
         return common
     unstable = high / low - 1 > cfg.timing_bound
+    spread = cfg.process_spread or 0.0  # resolved by the Judge: never None here
     record = {"rounds": n, "reference_ms": ref_ms, "candidate_ms": cand_ms, "reference_first": paired.reference_first[:n],
-              "speedup": speedup, "interval": [low, high], "bound": cfg.timing_bound, "unstable": unstable,
+              "speedup": speedup, "rounds_interval": [low, high], "process_spread": spread,
+              "interval": [low / (1 + spread), high * (1 + spread)], "bound": cfg.timing_bound, "unstable": unstable,
               "reference_tail_ms": [t.get("tail_median_ms") for t in paired.reference[:n]],
               "candidate_tail_ms": [t.get("tail_median_ms") for t in candidate_rounds[:n]]}
     warnings = list(common.warnings)
