@@ -100,3 +100,17 @@ def test_the_graph_reads_the_real_imports() -> None:
     graph = import_graph(_modules())
     assert {"warpforge.metrics", "warpforge.evaluate.paired", "warpforge.config"} <= graph["warpforge.evaluate.verdict"]
     assert "warpforge.pysource" in graph["warpforge.task"]  # `from warpforge import pysource`: the module
+
+
+def test_help_and_the_error_types_do_not_import_torch() -> None:
+    """`warpforge --help` and `import warpforge.errors` stay light (issue 20: --help under 1 s;
+    torch alone takes about 0.9 s to import): the package names load their modules on first use."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\nimport warpforge.errors\nfrom warpforge.cli import main\n"
+             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+             "print('torch' in sys.modules, file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.stderr.strip().splitlines()[-1] == "False", done.stderr[-2000:]
+    assert "usage: warpforge" in done.stdout
