@@ -12,6 +12,7 @@
 #          CUDA-L1's kernels (.kb/cudal1_order.txt).
 # Each step stops at the deadline (SECONDS, default 540); rows are appended as they arrive, so a
 # step cut short loses only its task in flight. Then: python benchmarks/kernelbench_summary.py DIR.
+# GPU_TESTS=1 runs tests/test_gpu.py first.
 set -uo pipefail
 OUT=${1:?usage: kernelbench_gpu.sh OUT_DIR [SECONDS] [RESULTS_DIR]}
 BUDGET=${2:-540}
@@ -25,6 +26,10 @@ mkdir -p "$OUT"
 END=$(( $(date +%s) + BUDGET ))
 left() { echo $(( END - $(date +%s) )); }
 gpu_facts > "$OUT/machine_$(date -u +%Y%m%dT%H%M%S).txt" 2>&1
+if [ -n "${GPU_TESTS:-}" ]; then  # GPU_TESTS=1: the GPU tests first (about a minute), into gpu_tests.log
+  step "GPU tests"
+  timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py 2>&1 | tail -15 | tee -a "$OUT/gpu_tests.log"
+fi
 NGPU=$(nvidia-smi -L | wc -l)
 awk 'NR % 2 == 1' .kb/aa_order.txt > /tmp/kb_gpu0.txt
 awk 'NR % 2 == 0' .kb/aa_order.txt > /tmp/kb_gpu1.txt
