@@ -16,7 +16,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 from warpforge.cli import main  # noqa: E402
 from warpforge.errors import UsageError  # noqa: E402
 from warpforge import jsonl  # noqa: E402
-from warpforge.gemm import choices, dispatch, tune  # noqa: E402
+from warpforge.gemm import choices, dispatch, shapes, tune  # noqa: E402
 from warpforge.gemm.shapes import GemmShape  # noqa: E402
 from warpforge.gemm.triton_gemm import TritonConfig, applicable, candidate_configs  # noqa: E402
 
@@ -335,8 +335,8 @@ def test_records_of_another_gpu_do_not_count_as_tuned(tmp_path: Path, monkeypatc
 
 
 def test_gpu_slug() -> None:
-    assert tune.gpu_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
-    assert tune.gpu_slug("NVIDIA H200") == "h200"
+    assert shapes.gpu_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
+    assert shapes.gpu_slug("NVIDIA H200") == "h200"
 
 
 def test_bench_writes_results_files_and_resumes(tmp_path: Path) -> None:
@@ -500,7 +500,7 @@ def test_shipped_tables_name_only_choices_that_exist() -> None:
     for path in tables:
         data = json.loads(path.read_text())
         table = dispatch.Table(data, path.name)
-        assert tune.gpu_slug(table.gpu) + ".json" == path.name
+        assert shapes.gpu_slug(table.gpu) + ".json" == path.name
         for (dtype, layout, m, n, k), choice in table.entries.items():
             assert dtype in ("float16", "bfloat16") and layout in ("nn", "nt") and min(m, n, k) >= 1
             if choice.startswith("triton_"):

@@ -114,3 +114,15 @@ def test_help_and_the_error_types_do_not_import_torch() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.stderr.strip().splitlines()[-1] == "False", done.stderr[-2000:]
     assert "usage: warpforge" in done.stdout
+
+
+def test_the_gemm_dispatcher_does_not_depend_on_the_tuner() -> None:
+    """A model that serves `warpforge.gemm.matmul` loads the dispatcher and its tables, never the
+    tuner (which times, writes tables and imports the benchmark machinery)."""
+    graph = import_graph(_modules())
+    seen, todo = set(), ["warpforge.gemm.dispatch"]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    assert "warpforge.gemm.tune" not in seen, sorted(seen)

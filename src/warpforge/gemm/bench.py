@@ -34,8 +34,8 @@ import torch
 
 from warpforge.evaluate.hardware import fingerprint
 from warpforge.gemm import choices, dispatch
-from warpforge.gemm.shapes import GemmShape
-from warpforge.gemm.tune import FINAL, SCREEN, ShapeBench, device_name, gpu_slug, release_memory
+from warpforge.gemm.shapes import GemmShape, gpu_slug
+from warpforge.gemm.tune import FINAL, SCREEN, ShapeBench, device_name, release_memory
 
 MODES = ("offline", "server")
 COMPILE_MODE = "max-autotune-no-cudagraphs"  # Inductor's autotuned kernel, not its input copies (see above)

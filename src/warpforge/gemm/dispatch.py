@@ -34,7 +34,7 @@ import torch
 
 from warpforge.errors import UsageError
 from warpforge.gemm import choices
-from warpforge.gemm.tune import gpu_slug
+from warpforge.gemm.shapes import gpu_slug
 
 _DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 

@@ -135,3 +135,10 @@ def load_shapes(path: str | Path, dtype: str = "float16") -> list[GemmShape]:
     if not shapes:
         raise UsageError(f"{p} holds no shapes")
     return shapes
+
+
+def gpu_slug(name: str) -> str:
+    """"NVIDIA H100 80GB HBM3" -> "h100-80gb-hbm3": the key of tables and caches (the tuner
+    writes them, the dispatcher reads them; both take the name from here)."""
+    words = [w for w in name.lower().replace("nvidia", " ").replace("_", " ").split() if w]
+    return "-".join("".join(c for c in w if c.isalnum()) for w in words) or "unknown"

@@ -41,7 +41,7 @@ from warpforge.errors import UsageError
 from warpforge.evaluate.bench import summarize, time_calls
 from warpforge.gemm import choices
 from warpforge import jsonl
-from warpforge.gemm.shapes import GemmShape
+from warpforge.gemm.shapes import GemmShape, gpu_slug
 
 SCREEN = dict(warmup_ms=5.0, rep_ms=15.0, min_reps=5, max_reps=60)
 FINAL = dict(warmup_ms=25.0, rep_ms=100.0, min_reps=10, max_reps=300)
@@ -63,12 +63,6 @@ class TuneSettings:
     final: dict[str, Any] = field(default_factory=lambda: dict(FINAL))
     drop_slower_than: float = 1.5
     """screened choices slower than this multiple of the best screened baseline are not re-timed"""
-
-
-def gpu_slug(name: str) -> str:
-    """"NVIDIA H100 80GB HBM3" -> "h100-80gb-hbm3": the key of tables and caches."""
-    words = [w for w in name.lower().replace("nvidia", " ").replace("_", " ").split() if w]
-    return "-".join("".join(c for c in w if c.isalnum()) for w in words) or "unknown"
 
 
 def device_name(device: str) -> str:
