@@ -434,3 +434,21 @@ def test_a_killed_workers_temp_root_and_leftover_processes_are_removed(tmp_path:
     assert len(started) >= 3  # the reference process, the candidate and its daemon at least
     assert not _marked(marker)  # the daemon did not outlive the batch
     assert not [p for p, t in started.items() if _still_running(p, t)]  # nor anything else the worker started
+
+
+def test_a_task_that_cannot_be_loaded_is_a_typed_task_error_result() -> None:
+    """A worker reports a broken task as a result whose status and stage are in the types
+    (candidate.Status / Stage), not as ad-hoc words callers must special-case."""
+    from typing import get_args
+
+    from warpforge.candidate import Stage, Status
+    from warpforge.executor.workers import EvalWorker
+
+    worker = EvalWorker(dataclasses.asdict(CONFIG), name="t")
+    try:
+        result = worker.run(str(FIX / "tasks/bad_inputs_string.py"), str(FIX / "candidates/honest_matmul.py"))
+    finally:
+        worker.close()
+    assert (result["status"], result["stage"]) == ("task_error", "load"), result
+    assert result["status"] in get_args(Status) and result["stage"] in get_args(Stage)
+    assert "get_inputs" in result["reason"] and result["worker"] == "t"

@@ -17,9 +17,14 @@ from typing import Any, Literal
 from warpforge.errors import UsageError
 from warpforge.redact import redact, redact_data, secret_values
 
-Status = Literal["correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected"]
-Stage = Literal["static", "compile", "verify", "bench", "profile", "reference", "done"]
-STATUSES: tuple[Status, ...] = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected")
+# A verdict on the candidate, or `task_error`: the task itself could not be loaded or run (a
+# worker of an executor reports it at stage `load`; no verdict on the candidate). `crashed` at
+# stage `executor`: the worker evaluating it died more times than the executor retries.
+Status = Literal["correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected",
+                 "task_error"]
+Stage = Literal["static", "compile", "verify", "bench", "profile", "reference", "done", "load", "executor"]
+STATUSES: tuple[Status, ...] = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected",
+                                "task_error")
 
 
 @dataclass(frozen=True)

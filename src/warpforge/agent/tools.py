@@ -353,7 +353,7 @@ class AgentTools:
         suite = task.path.resolve().is_relative_to(SUITE_DIR.resolve())
         job = Job(0, task.name if suite else str(task.path), f"attempt of {self.agent_name}", source=candidate.source)
         d = pool.submit(job).result()
-        if d.get("status") == "error":  # the worker could not load the task
+        if d.get("status") == "task_error":  # the worker could not load the task
             raise HarnessError(f"the {self.executor} executor's worker could not evaluate it: {d.get('reason')}")
         return EvalResult.from_dict(d)
 

@@ -80,7 +80,7 @@ class EvalWorker:
             result = judge.evaluate(candidate).to_dict(samples=False)
         except WarpforgeError as exc:  # a broken task or an unreadable candidate: a result, not a crash
             self._drop(task_path)
-            result = {"status": "error", "correct": False, "reason": str(exc), "stage": "load"}
+            result = {"status": "task_error", "correct": False, "reason": str(exc), "stage": "load"}
         cuda_error = "cuda" in str(result.get("reason", "")).lower() and result.get("status") in ("crashed", "runtime_error")
         if task_path in self._judges:
             self._counts[task_path] += 1

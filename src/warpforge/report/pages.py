@@ -28,7 +28,7 @@ from warpforge.metrics import geometric_mean
 from warpforge.report import plots
 
 STATUS_ORDER = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected",
-                "no_candidate", "not_evaluated")
+                "task_error", "no_candidate", "not_evaluated")
 # "propose": the LLM reply held no candidate; "pending": recorded but not evaluated yet.
 STAGE_ORDER = ("propose", "static", "reference", "compile", "verify", "bench", "profile", "done", "pending")
 BIG_TABLE = 200  # above this many attempts the table is folded away and the charts tell the story

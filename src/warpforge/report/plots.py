@@ -24,6 +24,7 @@ STATUS_COLORS: dict[str, str] = {
     "timeout": "#56B4E9",
     "crashed": "#0072B2",
     "rejected": "#332288",
+    "task_error": "#882255",
     "no_candidate": "#999999",
     "not_evaluated": "#D9D9D9",
 }

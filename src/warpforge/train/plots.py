@@ -15,7 +15,8 @@ from warpforge import jsonl
 from warpforge.errors import UsageError
 from warpforge.report import plots
 
-STATUS_ORDER = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected", "no_program")
+STATUS_ORDER = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected", "task_error",
+                "no_program")
 
 
 def run_view(folder: Path) -> dict[str, Any]:
