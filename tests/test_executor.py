@@ -452,3 +452,19 @@ def test_a_task_that_cannot_be_loaded_is_a_typed_task_error_result() -> None:
     assert (result["status"], result["stage"]) == ("task_error", "load"), result
     assert result["status"] in get_args(Status) and result["stage"] in get_args(Stage)
     assert "get_inputs" in result["reason"] and result["worker"] == "t"
+
+
+def test_a_worker_ships_the_whole_record_so_the_archive_holds_the_same_fields_whatever_the_executor() -> None:
+    from warpforge import Candidate, evaluate, load_task
+    from warpforge.executor.workers import EvalWorker
+
+    timed = dataclasses.replace(CONFIG, bench=True, warmup_ms=2, rep_ms=5, paired_rounds=2)
+    worker = EvalWorker(dataclasses.asdict(timed), name="t")
+    try:
+        shipped = worker.run(*PAIRS[0])
+    finally:
+        worker.close()
+    local = evaluate(load_task(PAIRS[0][0]), Candidate.from_file(PAIRS[0][1]), timed).to_dict()
+    assert shipped["status"] == local["status"] == "correct", shipped["reason"]
+    assert set(local) <= set(shipped)
+    assert shipped["timing"]["candidate"]["samples_ms"] and local["timing"]["candidate"]["samples_ms"]

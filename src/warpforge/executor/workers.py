@@ -77,7 +77,7 @@ class EvalWorker:
                 judge = self._judges[task_path] = Judge(task, self.config)
                 self._counts[task_path] = 0
             self._judges.move_to_end(task_path)
-            result = judge.evaluate(candidate).to_dict(samples=False)
+            result = judge.evaluate(candidate).to_dict()  # the whole record, samples too: the archive keeps them
         except WarpforgeError as exc:  # a broken task or an unreadable candidate: a result, not a crash
             self._drop(task_path)
             result = {"status": "task_error", "correct": False, "reason": str(exc), "stage": "load"}
