@@ -193,7 +193,8 @@ def _time_calls(call: Callable[[list[Any]], Any], prepare: Callable[[int], list[
     def one(index: int, record: bool) -> tuple[float, float]:
         args = prepare(index)
         keep_alive.append(args)
-        while len(keep_alive) > 1 and _nbytes(keep_alive) > keep_cap:  # big inputs: fewer kept (at least 1)
+        # big inputs: fewer kept (at least 1); no count of bytes on the CPU, where there is no cap
+        while keep_cap < float("inf") and len(keep_alive) > 1 and _nbytes(keep_alive) > keep_cap:
             keep_alive.popleft()
         flush()
         if mode == "server":
