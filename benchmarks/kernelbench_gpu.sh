@@ -12,7 +12,9 @@
 #          CUDA-L1's kernels (.kb/cudal1_order.txt).
 # Each step stops at the deadline (SECONDS, default 540); rows are appended as they arrive, so a
 # step cut short loses only its task in flight. Then: python benchmarks/kernelbench_summary.py DIR.
-# GPU_TESTS=1 runs tests/test_gpu.py first.
+# GPU_TESTS=1 runs tests/test_gpu.py first. STEPS picks the steps (default "suite kb cudal1"): on
+# one GPU each step after the suite gets a share of the time left (KernelBench's two halves a
+# quarter each, then CUDA-L1 the rest).
 set -uo pipefail
 OUT=${1:?usage: kernelbench_gpu.sh OUT_DIR [SECONDS] [RESULTS_DIR]}
 BUDGET=${2:-540}
@@ -67,15 +69,29 @@ EOF
   tail -3 "$OUT/cudal1.log"
 }
 
+STEPS=${STEPS:-suite kb cudal1}
+has() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 stream0() {
-  aa 0 "$OUT/aa_suite.jsonl" level1
-  aa 0 "$OUT/aa_kernelbench.jsonl" $(cat /tmp/kb_gpu0.txt)
+  has suite && aa 0 "$OUT/aa_suite.jsonl" level1
+  has kb && aa 0 "$OUT/aa_kernelbench.jsonl" $(cat /tmp/kb_gpu0.txt)
 }
 stream1() {
   local g=$(( NGPU > 1 ? 1 : 0 ))
-  aa $g "$OUT/aa_suite_b.jsonl" level2 level3
-  aa $g "$OUT/aa_kernelbench_b.jsonl" $(cat /tmp/kb_gpu1.txt)
-  cudal1 $g
+  has suite && aa $g "$OUT/aa_suite_b.jsonl" level2 level3
+  has kb && aa $g "$OUT/aa_kernelbench_b.jsonl" $(cat /tmp/kb_gpu1.txt)
+  has cudal1 && cudal1 $g
+}
+one_gpu() {  # the suite, then a share of the time left for each step after it
+  local final=$END
+  has suite && { aa 0 "$OUT/aa_suite.jsonl" level1; aa 0 "$OUT/aa_suite_b.jsonl" level2 level3; }
+  if has kb; then
+    local share=$(( $(left) / 4 ))
+    has cudal1 || share=$(( $(left) / 2 ))
+    END=$(( $(date +%s) + share )); aa 0 "$OUT/aa_kernelbench.jsonl" $(cat /tmp/kb_gpu0.txt)
+    END=$(( $(date +%s) + share )); aa 0 "$OUT/aa_kernelbench_b.jsonl" $(cat /tmp/kb_gpu1.txt)
+    END=$final
+  fi
+  has cudal1 && cudal1 0
 }
 if [ "$NGPU" -gt 1 ]; then
   stream0 > "$OUT/stream0.log" 2>&1 &
@@ -83,6 +99,6 @@ if [ "$NGPU" -gt 1 ]; then
   wait
   cat "$OUT/stream0.log" "$OUT/stream1.log"
 else
-  stream0; stream1
+  one_gpu
 fi
 wc -l "$OUT"/*.jsonl

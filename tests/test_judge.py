@@ -139,3 +139,24 @@ def test_the_candidate_may_hold_its_input_file_twice_on_top_of_the_memory_limit(
     assert candidate_memory_mb(cfg, tmp_path) == 2048  # no inputs yet
     (tmp_path / "inputs.pt").write_bytes(b"\0" * (3 * 2**20))
     assert candidate_memory_mb(cfg, tmp_path) == 2048 + 6
+
+
+def test_an_outputs_file_far_bigger_than_the_outputs_is_refused_before_it_is_read(tmp_path) -> None:
+    """The reference process reads the candidate's outputs files; one far bigger than the task's
+    outputs is refused unread (so a reference process that then runs out of memory reading files
+    of the right size is the harness's failure, a harness_error, not the candidate's)."""
+    import torch
+
+    from warpforge.evaluate import _oversized_outputs, reference_memory_mb
+    from warpforge.evaluate.verdict import Reference
+
+    ref = Reference(numels=[1000], sets=2, dtypes=[torch.float32], tolerances=[], loaded={}, baselines={},
+                    baseline_notes=[], seconds=0.0, verify_sets=1)
+    right = tmp_path / "out_0.pt"
+    torch.save([torch.zeros(1000)], right)
+    assert _oversized_outputs([str(right)], ref) is None
+    bomb = tmp_path / "out_1.pt"
+    bomb.write_bytes(b"\0" * (3 << 20))
+    why = _oversized_outputs([str(right), str(bomb)], ref)
+    assert why is not None and why.startswith("trial 2: the outputs file holds 3.0 MiB")
+    assert reference_memory_mb(EvalConfig(device="cpu")) >= 4 * 16 * 1024

@@ -173,3 +173,32 @@ def test_a_relative_pythonpath_still_reaches_a_child_in_another_folder(tmp_path,
     child = Child("child_mod", [], env=env, cwd=str(elsewhere), output_limit_bytes=4096)
     outcome = child.wait(timeout_s=60, mem_limit_mb=4096)
     assert [m["type"] for m in outcome.messages] == ["hello"], outcome.output
+
+
+def test_memory_limit_counts_shared_memory_but_not_mapped_files(tmp_path):
+    """The limit is on memory only the machine can give back by killing (anonymous and shared),
+    not on pages of a mapped file, which the kernel can drop (the reference process maps a
+    candidate's outputs file to read it)."""
+    data = tmp_path / "big.bin"
+    data.write_bytes(b"\1" * (400 << 20))
+    reads = script(tmp_path, f"""
+        import mmap, time
+        with open({str(data)!r}, 'rb') as f:
+            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            total = sum(m[i] for i in range(0, len(m), 4096))
+        print('read', total, flush=True)
+        time.sleep(1.5)
+    """)
+    outcome = run_child(reads, [], timeout_s=30, mem_limit_mb=300, output_limit_bytes=4096, env=env_for(tmp_path))
+    assert not outcome.out_of_memory and "read" in outcome.output
+    (tmp_path / "shm_mod.py").write_text(textwrap.dedent("""
+        import mmap, time
+        blocks = []
+        while True:
+            m = mmap.mmap(-1, 50 << 20, flags=mmap.MAP_SHARED)
+            m.write(b'x' * (50 << 20))
+            blocks.append(m)
+            time.sleep(0.01)
+    """))
+    outcome = run_child("shm_mod", [], timeout_s=30, mem_limit_mb=300, output_limit_bytes=4096, env=env_for(tmp_path))
+    assert outcome.out_of_memory and not outcome.timed_out

@@ -110,3 +110,39 @@ def test_fast_serialization_turns_the_checksum_off_in_a_fresh_process(tmp_path) 
             f"print(torch.load({str(tmp_path / 'x.pt')!r}, weights_only=True, mmap=True)[0].sum().item())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "10.0"]
+
+
+def test_comparing_in_pieces_gives_the_whole_tensors_answer(monkeypatch):
+    """Big outputs are compared piece by piece (verify.CHUNK elements at a time): the same errors,
+    the same verdicts, a NaN or an Inf in a later piece still found, overflow still allowed."""
+    from warpforge.evaluate import verify
+
+    ref = ref64(300, 70, seed=3)
+    close = (ref + 1e-7 * ref64(300, 70, seed=4)).float()
+    off = close.clone()
+    off[250, 3] += 1.0
+    late_nan = close.clone()
+    late_nan[299, 69] = float("nan")
+    big = ref.clone()
+    big[280, 1] = 1e6  # beyond fp16's 65504: the candidate's +inf there is the right fp16 answer
+    half = big.half()
+    whole = [compare(out, r, dt, tolerance_for(dt, {}, False)) for out, r, dt in
+             ((close, ref, torch.float32), (off, ref, torch.float32), (late_nan, ref, torch.float32),
+              (half, big, torch.float16))]
+    summary = summarize_reference(ref, torch.tensor([0, 7, 20999]))
+    monkeypatch.setattr(verify, "CHUNK", 1000)
+    pieces = [compare(out, r, dt, tolerance_for(dt, {}, False)) for out, r, dt in
+              ((close, ref, torch.float32), (off, ref, torch.float32), (late_nan, ref, torch.float32),
+               (half, big, torch.float16))]
+    assert [w.ok for w in whole] == [p.ok for p in pieces] == [True, False, False, True]
+    for w, p in zip(whole, pieces):
+        assert math.isclose(w.rel_l2_err, p.rel_l2_err, rel_tol=1e-9) and w.max_abs_err == p.max_abs_err
+    assert "NaN" in pieces[2].reason and "at least 1 elements" in pieces[2].reason
+    in_pieces = summarize_reference(ref, torch.tensor([0, 7, 20999]))
+    assert math.isclose(in_pieces.norm, summary.norm, rel_tol=1e-12) and in_pieces.scale == summary.scale
+    assert torch.equal(in_pieces.values, summary.values)
+    ints = torch.arange(5000)
+    assert compare(ints, ints, torch.int64, tolerance_for(torch.int64, {}, False)).ok
+    wrong = ints.clone()
+    wrong[4999] = 0
+    assert "1 of 5000" in compare(wrong, ints, torch.int64, tolerance_for(torch.int64, {}, False)).reason

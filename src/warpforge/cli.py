@@ -66,6 +66,9 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paired-rounds", type=int, default=None, metavar="N",
                    help="rounds of paired timing, reference and candidate in turn (default 5; 0: time the "
                         "reference once before the candidate, for tasks whose inputs fit the GPU only once)")
+    p.add_argument("--sync-floor", choices=["matched", "idle"], default=None,
+                   help="the sync round trip taken off each timed GPU call: matched to the call's length, "
+                        "measured after each call (default), or one idle measurement per timing run")
     p.add_argument("--fresh-baselines", action="store_true",
                    help="re-time the eager / torch.compile baselines instead of reusing this machine's cached ones")
     p.add_argument("--cpu-threads", type=int, default=None, metavar="N",
@@ -195,6 +198,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         reuse_baselines=False if args.fresh_baselines else None, sets_memory_gb=args.sets_memory_gb,
         sandbox=sandbox_from_args(args), cpu_threads=args.cpu_threads,
         **({"paired_rounds": args.paired_rounds} if args.paired_rounds is not None else {}),
+        **({"sync_floor": args.sync_floor} if args.sync_floor is not None else {}),
         **({"timeout_s": args.timeout} if args.timeout is not None else {}),
     )
     if config.device == "cuda":

@@ -53,6 +53,11 @@ class EvalConfig:
     again with as many rounds more, and if still wider, the result is `timing_unstable`. In three
     ad-hoc runs on an idle 2-core CPU (`warpforge eval level1/diag_matmul` of a broadcast
     rewrite), a 12x rewrite's intervals were 15-26 % wide, so 25 % would withhold claims nobody doubts."""
+    sync_floor: str = "matched"
+    """The round trip taken off an untrusted call's device-wide synchronize (what is left beyond it
+    is work on other streams, counted): "matched", a clean round trip after an equally long wait,
+    measured after each call; "idle", one per timing run with nothing pending (bench.time_calls).
+    The A/A spread of both is in docs/evaluation.md."""
     process_spread: float | None = None
     """How far apart two processes time the same code, beyond what their rounds show: the paired
     interval is widened by this factor each way ([low / (1 + s), high * (1 + s)]) before anything
@@ -109,6 +114,8 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if self.process_spread is not None and self.process_spread < 0:
             raise ConfigError(f"process_spread must be 0 or more, not {self.process_spread}")
+        if self.sync_floor not in ("matched", "idle"):
+            raise ConfigError(f"sync_floor must be 'matched' or 'idle', not {self.sync_floor!r}")
         if self.paired_rounds < 0 or self.paired_rounds == 1:
             raise ConfigError(f"paired_rounds must be 0 (off) or at least 2, not {self.paired_rounds}")
         if self.cpu_threads is not None and self.cpu_threads < 1:

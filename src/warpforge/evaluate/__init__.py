@@ -317,11 +317,18 @@ class Judge:
         """The reference process compares the candidate's outputs with the references it holds."""
         request = {"op": "compare", "files": files, "positions": positions,
                    "tolerances": [t.to_dict() for t in reference.tolerances]}
+        oversized = _oversized_outputs(files, reference)
+        if oversized:
+            return Comparison(False, oversized), {}
         try:
             assert self._server is not None
             self._server.send(json.dumps(request))
             return comparison_from(self._server_round("compared")[-1])
-        except HarnessError as exc:  # the candidate's files are the only new thing it was given
+        except _ServerDied as exc:
+            if "host memory" in str(exc):  # files of the outputs' size: the reference's own cost, not a cheat
+                # (the candidate's own memory is capped: candidate_memory_mb and the sandbox's /tmp)
+                raise HarnessError(f"{exc}{HOST_MEMORY_HINT}") from None
+            # the candidate's files are the only new thing it was given
             return Comparison(False, f"the reference process failed while reading the candidate's outputs: {exc}"), {}
 
     # -- the reference process ---------------------------------------------------------------
@@ -348,8 +355,9 @@ class Judge:
         server = self._server
         assert server is not None
         first = len(server.outcome.messages)
-        outcome = server.wait(timeout_s=self.cfg.reference_timeout_s,
-                              mem_limit_mb=max(self.cfg.mem_limit_gb, 8) * 1024 * 4, on_message=on_message, until=until)
+        limit_mb = reference_memory_mb(self.cfg)
+        outcome = server.wait(timeout_s=self.cfg.reference_timeout_s, mem_limit_mb=limit_mb, on_message=on_message,
+                              until=until)
         messages = outcome.messages[first:]
         if messages and messages[-1]["type"] == until:
             return messages
@@ -358,7 +366,9 @@ class Judge:
         if errors:
             raise TaskError(errors[0]["message"])
         why = f"timed out after {self.cfg.reference_timeout_s:g} s" if outcome.timed_out else \
-            f"exited with {outcome.returncode}"
+            f"used more than the {limit_mb / 1024:.0f} GB of host memory it may" if outcome.out_of_memory else \
+            "was killed by SIGKILL, not by warpforge (most likely the system's out-of-memory killer: the machine's " \
+            "host memory ran out)" if outcome.returncode == -9 else f"exited with {outcome.returncode}"
         detail = outcome.output[-3000:] if os.environ.get("WARPFORGE_DEBUG") else \
             compile_mod.summarize_errors(outcome.output, 4)
         error = HarnessError if outcome.timed_out or until == "loaded" else _ServerDied
@@ -430,6 +440,37 @@ class Judge:
         self._baselines, self._baseline_notes = baselines, notes
 
 
+def reference_memory_mb(cfg: EvalConfig) -> float:
+    """The reference process's host-memory limit: four times `mem_limit_gb` (at least 8 GB), or
+    half the machine's memory when that is more. It holds every input set and its float64 outputs
+    in host memory when they do not fit the GPU (KernelBench's 2025 sizes: 19 GB a set)."""
+    try:
+        machine_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
+    except (ValueError, OSError, AttributeError):
+        machine_mb = 0.0
+    return max(max(cfg.mem_limit_gb, 8) * 1024 * 4, machine_mb / 2)
+
+
+HOST_MEMORY_HINT = (" (hint: the task's input sets and their float64 outputs did not fit this machine's memory; "
+                    "fewer input sets (--trials), smaller sizes (--size) or a machine with more memory help)")
+
+
+def _oversized_outputs(files: list[str], reference: Reference) -> str | None:
+    """Why the candidate's outputs files are no outputs of this task (far bigger than the outputs
+    they should hold), or None: the reference process reads them, and must not be made to run out
+    of memory by a file the candidate chose."""
+    expected = sum(n * d.itemsize for n, d in zip(reference.numels, reference.dtypes))
+    for i, path in enumerate(files):
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            continue  # reading it reports the missing file
+        if size > 2.5 * expected + (1 << 20):  # (room for a wrong dtype, which the comparison names)
+            return (f"trial {i + 1}: the outputs file holds {size / 2**20:.1f} MiB, the task's outputs take "
+                    f"{expected / 2**20:.1f} MiB")
+    return None
+
+
 def candidate_memory_mb(cfg: EvalConfig, workdir: Path) -> float:
     """The candidate process's host-memory limit: `mem_limit_gb`, plus twice its input file (it
     reads every input set into host memory before moving it to the GPU; a KernelBench task's
@@ -460,7 +501,7 @@ def _free_gb(path: str) -> float:
 
 def _bench_args(cfg: EvalConfig) -> dict[str, Any]:
     return {"warmup_ms": cfg.warmup_ms, "rep_ms": cfg.rep_ms, "min_reps": cfg.min_reps, "max_reps": cfg.max_reps,
-            "mode": cfg.mode, "gap_ms": list(cfg.server_gap_ms)}
+            "mode": cfg.mode, "gap_ms": list(cfg.server_gap_ms), "sync_floor": cfg.sync_floor}
 
 
 def _round_args(cfg: EvalConfig) -> dict[str, Any]:

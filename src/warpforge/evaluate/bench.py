@@ -119,6 +119,23 @@ def sync_floor(n: int = 21) -> float:
     return min(statistics.median(tails), SYNC_FLOOR_CAP_MS)
 
 
+def matched_round_trip(wait_ms: float, cycles_per_ms: float) -> float:
+    """The device time of a synchronize's round trip after a clean wait as long as the call just
+    timed (the spin kernel for `wait_ms`, a mark, the sync, the end event), in this process, right
+    after the call: what the call's own round trip would have been with nothing left on other
+    streams. On an H100 the round trip grew with the wait (13 us idle, 30-60 us after 1 ms, up to
+    160-220 us after 20 ms calls) and moved between 20 and 60 us from one round to the next, so
+    one idle floor per round (sync_floor) let 5-20 us of noise into a 0.2 ms call's time."""
+    mark, end = _Event(enable_timing=True), _Event(enable_timing=True)
+    if _spin is not None and cycles_per_ms:
+        _spin(int(wait_ms * cycles_per_ms))
+    mark.record()
+    _synchronize()
+    end.record()
+    end.synchronize()
+    return mark.elapsed_time(end)
+
+
 def summarize(device_ms: list[float], host_ms: list[float]) -> dict[str, Any]:
     q = statistics.quantiles(device_ms, n=4) if len(device_ms) >= 2 else [device_ms[0]] * 3
     return {
@@ -148,6 +165,7 @@ def time_calls(
     rng: random.Random | None = None,
     unseen_sets: int = 0,
     trusted_stream: bool = False,
+    sync_floor: str = "matched",
 ) -> dict[str, Any]:
     """Time `call(prepare(i))` over rotating input sets; return summary stats with raw samples.
 
@@ -159,6 +177,12 @@ def time_calls(
     the device-wide synchronize, so the ~20 us sync round trip is not counted. Only for code known to
     run all its work on the current stream (the GEMM track's own kernels, cuBLAS, cuBLASLt); a
     candidate under evaluation is never timed this way, since it could hide work on another stream.
+
+    Otherwise a call's time is its stream's time plus whatever the device-wide synchronize waited
+    beyond its own round trip (work left on other streams). `sync_floor` says what that round
+    trip is taken to be: "matched" (default), a clean round trip after a wait as long as the call,
+    measured right after each call (`matched_round_trip`; at most SYNC_FLOOR_CAP_MS plus 1 % of
+    the call); "idle", one round trip per timing run with nothing pending (`sync_floor`).
     """
     # Python's cyclic garbage collector off while timing, as timeit does: a collection landing
     # inside a timed call adds its pause to that call, and how often one lands depends on how
@@ -170,7 +194,7 @@ def time_calls(
     try:
         return _time_calls(call, prepare, n_sets, device, warmup_ms=warmup_ms, rep_ms=rep_ms, min_reps=min_reps,
                            max_reps=max_reps, mode=mode, gap_ms=gap_ms, after_call=after_call, rng=rng,
-                           unseen_sets=unseen_sets, trusted_stream=trusted_stream)
+                           unseen_sets=unseen_sets, trusted_stream=trusted_stream, floor_rule=sync_floor)
     finally:
         if was_enabled:
             _gc.enable()
@@ -179,14 +203,18 @@ def time_calls(
 def _time_calls(call: Callable[[list[Any]], Any], prepare: Callable[[int], list[Any]], n_sets: int, device: str, *,
                 warmup_ms: float, rep_ms: float, min_reps: int, max_reps: int, mode: str, gap_ms: tuple[float, float],
                 after_call: Callable[[int, list[Any], Any], None] | None, rng: random.Random | None, unseen_sets: int,
-                trusted_stream: bool) -> dict[str, Any]:
+                trusted_stream: bool, floor_rule: str) -> dict[str, Any]:
     rng = rng or random.Random()
     flush = L2Flusher(device)
     keep_alive: deque[list[Any]] = deque(maxlen=max(2 * n_sets, 4))
     cycles_per_ms = _spin_rate() if device == "cuda" else 0.0
     launch_ms: list[float] = []  # host time from the call to its return, before the sync
     tail_ms: list[float] = []  # device time from the caller's stream's end to the end after the sync
+    matched_ms: list[float] = []  # the matched round trips (floor_rule "matched")
     floor_ms = sync_floor() if device == "cuda" and not trusted_stream else 0.0
+    if floor_rule not in ("matched", "idle"):
+        raise ValueError(f"sync_floor must be 'matched' or 'idle', not {floor_rule!r}")
+    matched = floor_rule == "matched" and bool(cycles_per_ms)
 
     keep_cap = _keep_alive_cap(device)
 
@@ -229,9 +257,16 @@ def _time_calls(call: Callable[[list[Any]], Any], prepare: Callable[[int], list[
                 # the stream's time plus whatever the sync waited for beyond its own round trip
                 # (work left on other streams): the round trip is this process's, measured below
                 tail = on_stream.elapsed_time(end)
-                dev_ms = start.elapsed_time(on_stream) + max(0.0, tail - floor_ms)
+                stream_ms = start.elapsed_time(on_stream)
+                round_trip = floor_ms
+                if matched:
+                    round_trip = min(matched_round_trip(stream_ms, cycles_per_ms),
+                                     SYNC_FLOOR_CAP_MS + 0.01 * stream_ms)
+                dev_ms = stream_ms + max(0.0, tail - round_trip)
                 if record:
                     tail_ms.append(tail)
+                    if matched:
+                        matched_ms.append(round_trip)
         else:
             h0 = _perf_counter()
             out = call(args)
@@ -278,7 +313,7 @@ def _time_calls(call: Callable[[list[Any]], Any], prepare: Callable[[int], list[
     summary = summarize(device_ms, host_ms)
     if tail_ms:
         summary["tail_median_ms"] = statistics.median(tail_ms)
-        summary["sync_floor_ms"] = floor_ms
+        summary["sync_floor_ms"] = statistics.median(matched_ms) if matched_ms else floor_ms
     # the last `unseen_sets` sets were never given to the program before the timed loop; the
     # rest are values it has seen (at new addresses now). A program much faster on values it
     # has seen is caching results by content.

@@ -111,12 +111,15 @@ def _tree(pid: int) -> list[int]:
 
 
 def _rss_mb(pid: int) -> float:
-    """Resident memory of a process and all of its descendants, in MiB."""
+    """Resident memory of a process and all of its descendants, in MiB: anonymous and shared
+    memory (RssAnon + RssShmem), not pages of files it maps, which the kernel can drop and read
+    again (the reference process maps a candidate's outputs file of up to 6 GB to read it)."""
     total = 0
     for member in _tree(pid):
         try:
-            with open(f"/proc/{member}/statm") as f:
-                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            with open(f"/proc/{member}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if line.startswith(("RssAnon", "RssShmem")))
+            total += sum(int(v.split()[0]) for v in fields.values()) * 1024
         except (OSError, ValueError, IndexError):
             continue
     return total / 2**20

@@ -98,21 +98,52 @@ def overflowed(ref: torch.Tensor, out: torch.Tensor, tol: Tolerance) -> torch.Te
     return torch.where(over, out64, ref)
 
 
+# Elements per piece when comparing: outputs of KernelBench's 2025 sizes hold 1.6e9 elements, and
+# whole-tensor float64 temporaries of those (mask, copies, differences) took over 60 GB of host memory.
+CHUNK = 1 << 24
+
+
+def _pieces(out: torch.Tensor, ref: torch.Tensor):
+    """(out, ref) in flat pieces of CHUNK elements; a big reference held in host memory is worked
+    on piece by piece on the GPU when there is one (the same float64 arithmetic, far faster)."""
+    flat_out, flat_ref = out.reshape(-1), ref.reshape(-1)
+    n = flat_ref.numel()
+    work = "cuda" if n > CHUNK and ref.device.type == "cpu" and torch.cuda.is_available() else ref.device
+    for start in range(0, n, CHUNK) if n else [0]:
+        yield flat_out[start:start + CHUNK].to(work), flat_ref[start:start + CHUNK].to(work)
+
+
+class _Errors:
+    """Running error statistics over pieces, over the reference's finite positions, in float64."""
+
+    def __init__(self) -> None:
+        self.max_abs = self.diff_norm = self.ref_norm = self.scale = 0.0
+
+    def add(self, out: torch.Tensor, ref: torch.Tensor) -> None:
+        finite = torch.isfinite(ref)
+        o = out.to(torch.float64)[finite]
+        r = ref.to(torch.float64)[finite]
+        if r.numel() == 0:
+            return
+        diff = o - r
+        self.max_abs = max(self.max_abs, float(diff.abs().max()))
+        self.diff_norm = math.hypot(self.diff_norm, float(torch.linalg.vector_norm(diff)))  # hypot: no overflow
+        self.ref_norm = math.hypot(self.ref_norm, float(torch.linalg.vector_norm(r)))
+        self.scale = max(self.scale, float(r.abs().max()))
+
+    def stats(self) -> tuple[float, float, float]:
+        ref_norm, diff_norm = self.ref_norm, self.diff_norm
+        rel_l2 = diff_norm / ref_norm if ref_norm > 0 else diff_norm
+        max_rel = self.max_abs / self.scale if self.scale > 0 else self.max_abs
+        return self.max_abs, rel_l2, max_rel
+
+
 def error_stats(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float, float]:
     """(max_abs_err, rel_l2_err, max_abs_err / max|ref|) over the finite positions, in float64."""
-    finite = torch.isfinite(ref)
-    o = out.to(torch.float64)[finite]
-    r = ref.to(torch.float64)[finite]
-    if r.numel() == 0:
-        return 0.0, 0.0, 0.0
-    diff = (o - r).abs()
-    max_abs = float(diff.max())
-    ref_norm = float(torch.linalg.vector_norm(r))
-    diff_norm = float(torch.linalg.vector_norm(o - r))
-    scale = float(r.abs().max())
-    rel_l2 = diff_norm / ref_norm if ref_norm > 0 else diff_norm
-    max_rel = max_abs / scale if scale > 0 else max_abs
-    return max_abs, rel_l2, max_rel
+    errors = _Errors()
+    for o, r in _pieces(out, ref):
+        errors.add(o, r)
+    return errors.stats()
 
 
 def compare(out: Any, ref: torch.Tensor, expected_dtype: torch.dtype, tol: Tolerance, label: str = "output") -> Comparison:
@@ -124,19 +155,23 @@ def compare(out: Any, ref: torch.Tensor, expected_dtype: torch.dtype, tol: Toler
     if out.dtype != expected_dtype:
         return Comparison(False, f"{label} has dtype {out.dtype}, expected {expected_dtype}")
     if tol.exact:
-        wrong = int((out != ref.to(out.dtype)).sum())
+        wrong = sum(int((o != r.to(o.dtype)).sum()) for o, r in _pieces(out, ref))
         return Comparison(wrong == 0, f"{label} differs from the reference in {wrong} of {out.numel()} elements"
                           if wrong else "exact match", float(wrong > 0), float(wrong > 0))
-    ref = overflowed(ref, out, tol)
-    nan_ok = torch.equal(torch.isnan(out), torch.isnan(ref))
-    inf_ok = torch.equal(torch.isinf(out), torch.isinf(ref)) and torch.equal(
-        out[torch.isinf(out)].sign().to(torch.float64), ref[torch.isinf(ref)].sign().to(torch.float64)) if nan_ok else False
-    if not nan_ok or not inf_ok:
-        bad = int((torch.isfinite(out) != torch.isfinite(ref)).sum())
-        kind = "NaN" if not nan_ok else "Inf"
-        return Comparison(False, f"{label} has {kind} values where the reference does not (or misses them): {bad} elements",
-                          math.inf, math.inf)
-    max_abs, rel_l2, max_rel = error_stats(out, ref)
+    errors = _Errors()
+    for o, r in _pieces(out, ref):
+        r = overflowed(r, o, tol)
+        nan_ok = torch.equal(torch.isnan(o), torch.isnan(r))
+        inf_ok = torch.equal(torch.isinf(o), torch.isinf(r)) and torch.equal(
+            o[torch.isinf(o)].sign().to(torch.float64), r[torch.isinf(r)].sign().to(torch.float64)) if nan_ok else False
+        if not nan_ok or not inf_ok:
+            bad = int((torch.isfinite(o) != torch.isfinite(r)).sum())
+            kind = "NaN" if not nan_ok else "Inf"
+            at_least = "at least " if o.numel() < out.numel() else ""  # counted in this piece
+            return Comparison(False, f"{label} has {kind} values where the reference does not (or misses them): "
+                              f"{at_least}{bad} elements", math.inf, math.inf)
+        errors.add(o, r)
+    max_abs, rel_l2, max_rel = errors.stats()
     if rel_l2 > tol.rel_l2:
         return Comparison(False, f"{label} has relative L2 error {rel_l2:.3g} > tolerance {tol.rel_l2:.3g}", max_abs, rel_l2)
     if max_rel > tol.max_rel:
@@ -155,11 +190,14 @@ class RefSummary:
 
 
 def summarize_reference(ref: torch.Tensor, positions: torch.Tensor) -> RefSummary:
-    flat = ref.reshape(-1).to(torch.float64)
-    finite = flat[torch.isfinite(flat)]
-    norm = float(torch.linalg.vector_norm(finite)) if finite.numel() else 0.0
-    scale = float(finite.abs().max()) if finite.numel() else 0.0
-    return RefSummary(flat[positions.to(flat.device)].cpu(), norm, scale)
+    norm, scale = 0.0, 0.0
+    for _, piece in _pieces(ref.reshape(-1)[:0], ref):  # (no output to compare: the reference alone)
+        finite = piece.to(torch.float64)[torch.isfinite(piece)]
+        if finite.numel():
+            norm = math.hypot(norm, float(torch.linalg.vector_norm(finite)))
+            scale = max(scale, float(finite.abs().max()))
+    values = ref.reshape(-1)[positions.to(ref.device)].to(torch.float64).cpu()
+    return RefSummary(values, norm, scale)
 
 
 def compare_fingerprint(fp: dict[str, Any], ref: RefSummary, tol: Tolerance, dtype_max: float = math.inf) -> str | None:
