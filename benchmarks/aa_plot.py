@@ -4,7 +4,9 @@ how far it strays at each task length is the harness's measured timing error.
 
     python benchmarks/aa_plot.py docs/img/aa_speedups.svg \
         "H100 before=benchmarks/results/kernelbench_h100_2026-11-25/run1-2_aa_suite_before_sync_floor.jsonl" \
+        "H100 idle floor=benchmarks/results/kernelbench_h100_2026-11-25/run3_aa_suite_idle_floor.jsonl,benchmarks/results/kernelbench_h100_2026-11-25/run3_aa_suite_b_idle_floor.jsonl" \
         "H100 now=benchmarks/results/kernelbench_h100_2026-11-25/aa_suite.jsonl,benchmarks/results/kernelbench_h100_2026-11-25/aa_suite_b.jsonl" \
+        "H100 KernelBench=benchmarks/results/kernelbench_h100_2026-11-25/aa_kernelbench.jsonl,benchmarks/results/kernelbench_h100_2026-11-25/aa_kernelbench_b.jsonl,benchmarks/results/kernelbench_h100_2026-11-25/aa_kernelbench_c.jsonl" \
         "CPU idle=benchmarks/results/cpu_aa_2026-11-25_s11/aa_cpu_idle.jsonl" \
         "CPU loaded=benchmarks/results/cpu_aa_2026-11-25_s11/aa_cpu_loaded.jsonl"
 
