@@ -12,6 +12,7 @@ Integer and boolean outputs must match exactly. NaN and Inf must sit where the r
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,7 +104,7 @@ def overflowed(ref: torch.Tensor, out: torch.Tensor, tol: Tolerance) -> torch.Te
 CHUNK = 1 << 24
 
 
-def _pieces(out: torch.Tensor, ref: torch.Tensor):
+def _pieces(out: torch.Tensor, ref: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """(out, ref) in flat pieces of CHUNK elements; a big reference held in host memory is worked
     on piece by piece on the GPU when there is one (the same float64 arithmetic, far faster)."""
     flat_out, flat_ref = out.reshape(-1), ref.reshape(-1)
