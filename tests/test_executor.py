@@ -454,6 +454,20 @@ def test_a_task_that_cannot_be_loaded_is_a_typed_task_error_result() -> None:
     assert "get_inputs" in result["reason"] and result["worker"] == "t"
 
 
+def test_a_harness_failure_on_a_worker_is_a_crashed_result_at_the_reference_stage() -> None:
+    """When the harness's own reference process dies, a worker's result says so (crashed, stage
+    reference): not task_error, which would blame the task file."""
+    from warpforge.executor.workers import EvalWorker
+
+    worker = EvalWorker(dataclasses.asdict(CONFIG), name="t")
+    try:
+        result = worker.run(str(FIX / "tasks/reference_dies.py"), str(FIX / "candidates/honest_matmul.py"))
+    finally:
+        worker.close()
+    assert (result["status"], result["stage"]) == ("crashed", "reference"), result
+    assert "reference process" in result["reason"] and "exited with 3" in result["reason"]
+
+
 def test_a_worker_ships_the_whole_record_so_the_archive_holds_the_same_fields_whatever_the_executor() -> None:
     from warpforge import Candidate, evaluate, load_task
     from warpforge.executor.workers import EvalWorker

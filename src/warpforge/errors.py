@@ -6,9 +6,13 @@ failures and the user's: a bad path, a malformed task, a missing toolchain.
 
     WarpforgeError                 base; `str(e)` is one sentence that says what to do
      ├── UsageError                bad arguments or paths          (CLI exit code 2)
-     │    └── TaskError            a task file that cannot be used (CLI exit code 2)
-     ├── ConfigError               invalid configuration values    (CLI exit code 2)
-     └── HarnessError              the evaluator itself broke      (CLI exit code 1)
+     │    ├── TaskError            a task file that cannot be used (CLI exit code 2)
+     │    └── ConfigError          invalid configuration values    (CLI exit code 2)
+     ├── HarnessError              the evaluator itself broke      (CLI exit code 1)
+     │    └── WorkerLost           an executor's worker died mid-job (becomes a `crashed` result)
+     ├── LLMError                  an LLM request failed for good  (CLI exit code 1)
+     └── Rejected                  inside a candidate's process only: the candidate broke a rule;
+                                   it becomes the child's "rejected" message, never leaves it
 """
 
 
@@ -34,3 +38,17 @@ class ConfigError(UsageError):
 
 class HarnessError(WarpforgeError):
     """The harness could not do its job (e.g. the reference process crashed); not the candidate's fault."""
+
+
+class WorkerLost(HarnessError):
+    """An executor's worker died or disconnected while running a job; the pool turns it into an
+    ordinary `crashed` result at stage `executor` (or retries the job elsewhere)."""
+
+
+class LLMError(WarpforgeError):
+    """An LLM request failed for good: retries exhausted, or refused (HTTP 4xx). One sentence."""
+
+
+class Rejected(WarpforgeError):
+    """Raised in a candidate's process when the candidate did something the policy forbids; the
+    message says what. The process reports it as a "rejected" message; it never reaches the parent."""

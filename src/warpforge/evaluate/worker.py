@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from warpforge.errors import Rejected
 from warpforge.evaluate import bench, debug, inputs as inputs_mod, sandbox, state
 from warpforge.evaluate.guard import Guard
 from warpforge.evaluate.inputs import fast_serialization, fingerprint, inputs_changed, split_outputs
@@ -39,10 +40,6 @@ _dumps = json.dumps
 def _same(a: Any, b: Any) -> bool:
     """Fingerprints equal, NaN included (nan != nan, but both print as NaN)."""
     return bool(_dumps(a) == _dumps(b))
-
-
-class Rejected(Exception):
-    """The candidate did something the policy forbids; the message says what."""
 
 
 def main() -> None:

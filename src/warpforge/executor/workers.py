@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from warpforge.config import EvalConfig
-from warpforge.errors import UsageError, WarpforgeError
+from warpforge.errors import HarnessError, UsageError, WarpforgeError, WorkerLost
 
 
 @dataclass(frozen=True)
@@ -35,10 +35,6 @@ class Job:
 
 TMP_ROOT_ENV = "WARPFORGE_TMP_ROOT"
 """The folder under which a local worker's Judges make their temporary folders."""
-
-
-class WorkerLost(Exception):
-    """The worker died or disconnected while running a job."""
 
 
 def config_from_dict(d: dict[str, Any]) -> EvalConfig:
@@ -78,6 +74,9 @@ class EvalWorker:
                 self._counts[task_path] = 0
             self._judges.move_to_end(task_path)
             result = judge.evaluate(candidate).to_dict()  # the whole record, samples too: the archive keeps them
+        except HarnessError as exc:  # the harness's own reference process failed (out of memory, say)
+            self._drop(task_path)
+            result = {"status": "crashed", "correct": False, "reason": str(exc), "stage": "reference"}
         except WarpforgeError as exc:  # a broken task or an unreadable candidate: a result, not a crash
             self._drop(task_path)
             result = {"status": "task_error", "correct": False, "reason": str(exc), "stage": "load"}

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from warpforge.errors import ConfigError, WarpforgeError
+from warpforge.errors import ConfigError, LLMError
 from warpforge.propose.replay import RecordedReplies, estimate_tokens, last_user_text
 
 PROVIDERS = ("openai", "anthropic", "replay")
@@ -53,10 +53,6 @@ _SNAPSHOT_SUFFIX = re.compile(r"-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
 _PLACEHOLDER_KEY = "EMPTY"  # a local server started without --api-key accepts any key (vLLM's docs use this one)
 _PING_TIMEOUT_S = 10.0
 _MAX_BACKOFF_S = 60.0
-
-
-class LLMError(WarpforgeError):
-    """An LLM request failed for good: retries exhausted, or refused (HTTP 4xx). One sentence."""
 
 
 class TransientError(Exception):
