@@ -182,6 +182,12 @@ def test_precompile_reports_failures_and_never_gives_a_verdict(build_cache: Path
     assert precompile("import subprocess\n", config, arch="")["status"] == "skipped"  # the static policy refuses it
     hang = BUILDS + "\nwhile True:\n    pass\n"  # builds, then never finishes its import
     assert precompile(hang, dataclasses.replace(config, timeout_s=3), arch="")["status"] == "timeout"
+    from typing import get_args
+
+    from warpforge.candidate import PrecompileStatus, Status
+
+    # its words are the typed ones; those it shares with a verdict mean the same there
+    assert set(get_args(PrecompileStatus)) - set(get_args(Status)) == {"compiled", "skipped"}
 
 
 @pytest.mark.slow

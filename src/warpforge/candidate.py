@@ -12,7 +12,7 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from warpforge.errors import UsageError
 from warpforge.redact import redact, redact_data, secret_values
@@ -25,6 +25,20 @@ Status = Literal["correct", "incorrect", "compile_error", "runtime_error", "time
 Stage = Literal["static", "compile", "verify", "bench", "profile", "reference", "done", "load", "executor"]
 STATUSES: tuple[Status, ...] = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected",
                                 "task_error")
+
+# What a compile-pool job reports (evaluate.precompile): never a verdict, which the GPU worker's
+# evaluation gives. `compiled`: the import built what it builds into the cache; `skipped`: the
+# static policy refuses the source, so nothing was built; `compile_error`, `timeout`, `crashed`
+# mean what they mean in Status.
+PrecompileStatus = Literal["compiled", "skipped", "compile_error", "timeout", "crashed"]
+
+
+class Precompiled(TypedDict, total=False):
+    """A compile-pool job's report: its status and seconds, or why the job itself was lost."""
+
+    status: PrecompileStatus
+    seconds: float
+    reason: str
 
 
 @dataclass(frozen=True)

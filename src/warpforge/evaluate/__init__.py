@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from warpforge.candidate import Candidate, EvalResult, Timing
+from warpforge.candidate import Candidate, EvalResult, Precompiled, PrecompileStatus, Timing
 from warpforge.config import EvalConfig
 from warpforge.errors import HarnessError, TaskError
 from warpforge.evaluate import compile as compile_mod
@@ -62,7 +62,7 @@ def needs_build(source: str) -> bool:
     return any(marker in source for marker in BUILD_MARKERS)
 
 
-def precompile(source: str, config: EvalConfig, arch: str) -> dict[str, Any]:
+def precompile(source: str, config: EvalConfig, arch: str) -> Precompiled:
     """Import a candidate in a sandboxed child that sees no GPU, so the extensions it builds land
     in the compile cache under the key a GPU worker with TORCH_CUDA_ARCH_LIST=`arch` looks up.
 
@@ -97,8 +97,8 @@ def precompile(source: str, config: EvalConfig, arch: str) -> dict[str, Any]:
         child.send(str(tmp / "spec.json"))
         outcome = child.wait(timeout_s=cfg.timeout_s, mem_limit_mb=cfg.mem_limit_gb * 1024)
         kinds = {m["type"] for m in outcome.messages}
-        status = ("compiled" if "compiled" in kinds else "compile_error" if "compile_error" in kinds
-                  else "timeout" if outcome.timed_out else "crashed")
+        status: PrecompileStatus = ("compiled" if "compiled" in kinds else "compile_error" if "compile_error" in kinds
+                                    else "timeout" if outcome.timed_out else "crashed")
         if cfg.sandbox and status == "compiled":
             compile_mod.publish(cfg.cache_dir, key, private, staged)
     finally:

@@ -29,6 +29,7 @@ from concurrent.futures import wait as wait_futures
 from pathlib import Path
 from typing import Any
 
+from warpforge.candidate import Precompiled
 from warpforge.config import EvalConfig
 from warpforge.errors import UsageError
 from warpforge.executor.compile_pool import Compiler, default_compile_workers, needs_build
@@ -165,8 +166,8 @@ class EvalPool:
 
     def _start(self, slots: list[Slot], retries: int, compiler: Compiler | None = None) -> None:
         self.slots, self.retries, self.compiler = slots, retries, compiler
-        self._compiling: set[Future[dict[str, Any]]] = set()
-        self._precompiled: dict[Future[dict[str, Any]], dict[str, Any]] = {}  # job future -> its compile job
+        self._compiling: set[Future[Precompiled]] = set()
+        self._precompiled: dict[Future[dict[str, Any]], Precompiled] = {}  # job future -> its compile job
         self._lock = threading.Lock()
         self._queue = TaskQueue()
         self._threads = [threading.Thread(target=self._serve, args=(s,), name=f"executor-{s.name}", daemon=True)
@@ -225,7 +226,7 @@ class EvalPool:
         with self._lock:
             self._compiling.add(compiled)
 
-        def queue_it(done: Future[dict[str, Any]]) -> None:
+        def queue_it(done: Future[Precompiled]) -> None:
             try:
                 self._precompiled[future] = done.result()
             except Exception as exc:  # a lost compile task: the GPU worker compiles it itself

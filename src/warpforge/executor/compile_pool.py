@@ -9,6 +9,7 @@ import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from warpforge.candidate import Precompiled
 from warpforge.config import EvalConfig
 from warpforge.executor.workers import config_from_dict
 
@@ -20,7 +21,7 @@ def needs_build(source: str) -> bool:
     return needs_build(source)
 
 
-def _precompile_job(source: str, config: dict[str, Any], arch: str) -> dict[str, Any]:
+def _precompile_job(source: str, config: dict[str, Any], arch: str) -> Precompiled:
     from warpforge.evaluate import precompile
 
     return precompile(source, config_from_dict(config), arch)
@@ -43,12 +44,12 @@ class Compiler:
         else:
             self._threads = ThreadPoolExecutor(workers, thread_name_prefix="warpforge-compile")
 
-    def submit(self, source: str) -> Future[dict[str, Any]]:
+    def submit(self, source: str) -> Future[Precompiled]:
         if self._threads is not None:
             from warpforge.evaluate import precompile
 
             return self._threads.submit(precompile, source, self.config, self.arch)
-        future: Future[dict[str, Any]] = self._remote.remote(source, self.config.to_dict(), self.arch).future()
+        future: Future[Precompiled] = self._remote.remote(source, self.config.to_dict(), self.arch).future()
         return future
 
     def close(self) -> None:
