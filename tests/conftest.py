@@ -1,8 +1,26 @@
 import os
+import shutil
+import tempfile
 
 import pytest
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+
+
+def pytest_configure(config):
+    """Every test run gets its own warpforge cache (compile cache, baselines), as CI's fresh
+    machine does: a warm ~/.cache/warpforge would hide what a clean run costs and let a test pass
+    on something an earlier run left there. WARPFORGE_TEST_CACHE=DIR uses DIR instead (kept)."""
+    kept = os.environ.get("WARPFORGE_TEST_CACHE")
+    cache = kept or tempfile.mkdtemp(prefix="warpforge-test-cache-")
+    config._warpforge_cache = None if kept else cache
+    os.environ["WARPFORGE_CACHE"] = cache
+
+
+def pytest_unconfigure(config):
+    cache = getattr(config, "_warpforge_cache", None)
+    if cache:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -9,6 +9,7 @@ the number. The task suite (`tasks/`) is data, not code, and is not counted."""
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -147,3 +148,13 @@ def test_every_exception_warpforge_raises_is_in_the_one_tree() -> None:
     assert issubclass(errors.ConfigError, errors.UsageError) and issubclass(errors.WorkerLost, errors.HarnessError)
     for name in tree:  # the docstring's drawing names every class
         assert name in (errors.__doc__ or ""), name
+
+
+def test_the_tests_run_on_their_own_cache() -> None:
+    """conftest.py gives each test run a fresh warpforge cache (not ~/.cache/warpforge), which
+    every Judge and child process of the run inherits through WARPFORGE_CACHE."""
+    from warpforge import EvalConfig
+
+    cache = os.environ.get("WARPFORGE_CACHE", "")
+    assert cache and not cache.startswith(os.path.expanduser("~/.cache"))
+    assert EvalConfig(device="cpu").resolved().cache_dir == cache
