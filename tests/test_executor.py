@@ -212,22 +212,27 @@ def test_pool_with_a_compile_pool_builds_first_and_keeps_the_verdicts(build_cach
 
 
 def test_worker_keeps_a_judge_per_recent_task_so_interleaved_jobs_reuse_them() -> None:
+    from warpforge import load_task
     from warpforge.executor import EvalWorker
 
+    def warm(worker: EvalWorker) -> list[str]:  # the tasks whose Judges its evaluator keeps, least recent first
+        return [name for name, _ in worker.evaluator._judges]
+
+    a, b = load_task(PAIRS[0][0]), load_task(PAIRS[3][0])
     worker = EvalWorker(CONFIG.to_dict(), judges=2)
     try:
         first = worker.run(*PAIRS[0])
-        kept = worker._judges[PAIRS[0][0]]
+        kept = worker.evaluator.judge(a)
         second = worker.run(*PAIRS[3])
         third = worker.run(*PAIRS[0])  # back to the first task: the same Judge, not a new one
         assert [first["status"], second["status"], third["status"]] == ["correct", "runtime_error", "correct"]
-        assert worker._judges[PAIRS[0][0]] is kept and list(worker._judges) == [PAIRS[3][0], PAIRS[0][0]]
+        assert worker.evaluator.judge(a) is kept and warm(worker) == [b.name, a.name]
     finally:
         worker.close()
     single = EvalWorker(CONFIG.to_dict(), judges=1)
     try:
         single.run(*PAIRS[0])
-        assert single.run(*PAIRS[3])["status"] == "runtime_error" and list(single._judges) == [PAIRS[3][0]]
+        assert single.run(*PAIRS[3])["status"] == "runtime_error" and warm(single) == [b.name]
     finally:
         single.close()
 
@@ -488,3 +493,27 @@ def test_a_worker_ships_the_whole_record_so_the_archive_holds_the_same_fields_wh
     assert shipped["status"] == local["status"] == "correct", shipped["reason"]
     assert set(local) <= set(shipped)
     assert shipped["timing"]["candidate"]["samples_ms"] and local["timing"]["candidate"]["samples_ms"]
+
+
+def test_one_evaluator_seam_in_process_or_on_a_pool() -> None:
+    """evaluator.py: the same `submit(task, candidate) -> Future[EvalResult]` in this process (the
+    future is done when submit returns) and on a pool's workers (the future completes later),
+    with the same verdicts; closing a PoolEvaluator that owns its pool stops the workers."""
+    from concurrent.futures import Future
+
+    from warpforge import Candidate, load_task
+    from warpforge.candidate import EvalResult
+    from warpforge.evaluator import LocalEvaluator, PoolEvaluator
+    from warpforge.executor import EvalPool
+
+    pairs = [(load_task(t), Candidate.from_file(c)) for t, c in (PAIRS[0], PAIRS[3])]
+    with LocalEvaluator(CONFIG) as local:
+        futures = [local.submit(t, c) for t, c in pairs]
+        assert all(isinstance(f, Future) and f.done() for f in futures)
+        here = [f.result() for f in futures]
+    pool = EvalPool.from_slots(local_slots(CONFIG, 1))
+    with PoolEvaluator(pool, owns_pool=True) as pooled:
+        there = [f.result(timeout=300) for f in [pooled.submit(t, c) for t, c in pairs]]
+    assert all(isinstance(r, EvalResult) for r in here + there)
+    assert [r.status for r in here] == [r.status for r in there] == ["correct", "runtime_error"]
+    assert all(not s.proc.is_alive() for s in pool.slots)

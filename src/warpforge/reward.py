@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -23,6 +23,7 @@ from warpforge.candidate import Candidate, EvalResult
 from warpforge.config import EvalConfig
 from warpforge.errors import ConfigError
 from warpforge.evaluate import Judge
+from warpforge.evaluator import Evaluator, LocalEvaluator, PoolEvaluator
 from warpforge.propose.parse import parse_reply
 from warpforge.task import Task, load_task
 
@@ -115,23 +116,23 @@ class RollingNormalizer:
 class KernelReward:
     """A TRL reward function: `KernelReward()(prompts, completions, task=[...]) -> list[float]`.
 
-    One `Judge` per task is kept (up to `max_judges`, least recently used closed first), so a
-    GRPO group of completions for one task pays the reference's start-up once. `last` holds
-    the structured `Reward`s of the latest call, for logging.
+    It evaluates through one `Evaluator` (evaluator.py): by default a `LocalEvaluator`, which
+    keeps one warm Judge per task (up to `max_judges`), so a GRPO group of completions for one
+    task pays the reference's start-up once; `pool=` (an `executor.EvalPool`) evaluates a
+    batch's completions in parallel on its workers instead. `last` holds the structured
+    `Reward`s of the latest call, for logging.
     """
 
     __name__ = "warpforge_kernel_reward"  # TRL logs each reward function under its __name__
 
     def __init__(self, config: EvalConfig | None = None, reward_config: RewardConfig = RewardConfig(),
-                 normalizer: RollingNormalizer | None = None, max_judges: int = 4, pool: Any = None) -> None:
+                 normalizer: RollingNormalizer | None = None, max_judges: int = 4, pool: Any = None,
+                 evaluator: Evaluator | None = None) -> None:
         self.config = config or EvalConfig()
         self.reward_config = reward_config
         self.normalizer = normalizer
-        self.max_judges = max_judges
-        self.pool = pool
-        """An `executor.EvalPool`: a batch's completions are evaluated in parallel on its workers
-        (one per GPU, or Ray actors) instead of one after another in this process."""
-        self._judges: OrderedDict[str, Judge] = OrderedDict()
+        self.evaluator: Evaluator = evaluator or (PoolEvaluator(pool, "completion") if pool is not None
+                                                  else LocalEvaluator(self.config, max_judges))
         self.last: list[Reward] = []
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], task: Sequence[str] | None = None,
@@ -139,36 +140,17 @@ class KernelReward:
         if task is None:
             raise ConfigError("KernelReward needs the task of every example: add a dataset column named `task` "
                               "(a suite name such as level1/softmax, or a task file path)")
-        if self.pool is not None:
-            self.last = self._pooled(list(task), [_text(c) for c in completions])
-        else:
-            self.last = [reward(name, _text(c), reward_config=self.reward_config, judge=self._judge(name))
-                         for name, c in zip(task, completions)]
+        parsed = [parse_reply(_text(c)) for c in completions]
+        loaded = {name: load_task(name) for name, p in zip(task, parsed) if p.source is not None}
+        futures = {i: self.evaluator.submit(loaded[name], Candidate(p.source, strategy="rl"))
+                   for i, (name, p) in enumerate(zip(task, parsed)) if p.source is not None}
+        self.last = [score(futures[i].result(), self.reward_config) if i in futures
+                     else Reward(self.reward_config.no_program, "no_program", p.failure) for i, p in enumerate(parsed)]
         values = [r.value for r in self.last]
         return [self.normalizer(v) for v in values] if self.normalizer else values
 
-    def _pooled(self, tasks: list[str], texts: list[str]) -> list[Reward]:
-        from warpforge.executor import Job
-
-        parsed = [parse_reply(t) for t in texts]
-        jobs = [Job(i, name, f"completion {i}", p.source) for i, (name, p) in enumerate(zip(tasks, parsed))
-                if p.source is not None]
-        results = {job.index: EvalResult.from_dict(r) for job, r in zip(jobs, self.pool.map(jobs))}
-        return [score(results[i], self.reward_config) if i in results
-                else Reward(self.reward_config.no_program, "no_program", p.failure) for i, p in enumerate(parsed)]
-
-    def _judge(self, name: str) -> Judge:
-        if name in self._judges:
-            self._judges.move_to_end(name)
-            return self._judges[name]
-        while len(self._judges) >= self.max_judges:
-            self._judges.popitem(last=False)[1].close()
-        self._judges[name] = Judge(load_task(name), self.config)
-        return self._judges[name]
-
     def close(self) -> None:
-        while self._judges:
-            self._judges.popitem()[1].close()
+        self.evaluator.close()
 
 
 def _text(completion: Any) -> str:

@@ -27,14 +27,14 @@ from typing import Any, ParamSpec
 
 from warpforge.agent.probe import CANDIDATE_RULES, TOLERANCE_POLICY, TaskProbe, probe, roofline
 from warpforge.archive import Archive, Attempt, hardware_key
-from warpforge.candidate import Candidate, EvalResult
+from warpforge.candidate import Candidate
 from warpforge.config import Device, EvalConfig, cuda_available
 from warpforge.errors import ConfigError, HarnessError, TaskError, UsageError
-from warpforge.evaluate import Judge
+from warpforge.evaluator import Evaluator, LocalEvaluator, PoolEvaluator
 from warpforge.propose import Proposal
 from warpforge.search.features import features_of
 from warpforge.search.retrieval import similarity, stepping_stones
-from warpforge.task import SUITE_DIR, Task, load_task, suite_paths
+from warpforge.task import Task, load_task, suite_paths
 
 MAX_SOURCE_BYTES = 1 << 20
 """A candidate larger than 1 MiB is refused before anything is recorded: real kernels are a few KiB."""
@@ -127,14 +127,13 @@ class AgentTools:
         if executor not in (None, "local", "ray"):
             raise ConfigError(f"executor must be local or ray, not {executor!r}")
         self.executor, self.workers, self.ray_address = executor, workers, ray_address
-        self._pools: dict[str, Any] = {}  # device -> EvalPool, with an executor
+        self._evaluators: dict[str, Evaluator] = {}  # device -> its evaluator (evaluator.py)
         self._record_lock = threading.Lock()
         self._archive_handle: Archive | None = None
         self._archive_lock = threading.Lock()
         self._busy = threading.Lock()
         self._run_id: str | None = None
         self._steps: dict[str, int] = {}
-        self._judges: OrderedDict[tuple[str, str, str], Judge] = OrderedDict()
         self._probes: dict[tuple[str, str, str], TaskProbe] = {}
         self._verdicts: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
         self._closing = False
@@ -151,10 +150,8 @@ class AgentTools:
         if self._closing:
             return
         self._closing = True
-        while self._judges:
-            self._judges.popitem()[1].close()
-        while self._pools:
-            self._pools.popitem()[1].close()
+        while self._evaluators:
+            self._evaluators.popitem()[1].close()
         with self._archive_lock:
             if self._archive_handle is not None:
                 if self._run_id is not None:
@@ -230,8 +227,9 @@ class AgentTools:
         with self._busy if self.executor is None else contextlib.nullcontext():
             with self._record_lock:
                 attempt_id = self._record(archive, loaded, candidate, analysis, parent_ids)
-            result = self._judged(loaded, config, candidate) if self.executor is None else \
-                self._pooled(loaded, config, candidate)
+            result = self._evaluator(config).submit(loaded, candidate).result()
+            if self.executor is not None and result.status == "task_error":  # a worker could not load the task
+                raise HarnessError(f"the {self.executor} executor's worker could not evaluate it: {result.reason}")
             verdict = json_safe({**result.to_dict(samples=False), "attempt_id": attempt_id})
             with self._record_lock:
                 archive.add_evaluation(attempt_id, result)
@@ -340,38 +338,22 @@ class AgentTools:
                 raise Refused("unknown_task", _unknown(name)) from None
             return name, source or ""
 
-    def _pooled(self, task: Task, config: EvalConfig, candidate: Candidate) -> EvalResult:
-        """Evaluate on the executor's workers (worker processes, or Ray actors on a cluster)."""
-        from warpforge.executor import EvalPool, Job
-
+    def _evaluator(self, config: EvalConfig) -> Evaluator:
+        """The device's evaluator, started on first use: in process, a warm Judge per task (one
+        evaluation at a time); with an executor, its workers (worker processes, or Ray actors)."""
         device = str(config.device)
         with self._record_lock:
-            pool = self._pools.get(device)
-            if pool is None:
-                pool = self._pools[device] = EvalPool(config, self.executor or "local", self.workers, self.ray_address)
-        # a suite task goes by name (a Ray node resolves it in its own installation), any other by path
-        suite = task.path.resolve().is_relative_to(SUITE_DIR.resolve())
-        job = Job(0, task.name if suite else str(task.path), f"attempt of {self.agent_name}", source=candidate.source)
-        d = pool.submit(job).result()
-        if d.get("status") == "task_error":  # the worker could not load the task
-            raise HarnessError(f"the {self.executor} executor's worker could not evaluate it: {d.get('reason')}")
-        return EvalResult.from_dict(d)
+            evaluator = self._evaluators.get(device)
+            if evaluator is None:
+                if self.executor is None:
+                    evaluator = LocalEvaluator(config, self.max_judges)
+                else:
+                    from warpforge.executor import EvalPool
 
-    def _judged(self, task: Task, config: EvalConfig, candidate: Candidate) -> EvalResult:
-        """Evaluate with the task's warm Judge (started on first use; closed if it breaks)."""
-        key = (task.name, task.source_hash, str(config.device))
-        judge = self._judges.pop(key, None)
-        if judge is None:
-            while len(self._judges) >= self.max_judges:
-                self._judges.popitem(last=False)[1].close()
-            judge = Judge(task, config)
-        try:
-            result = judge.evaluate(candidate)
-        except BaseException:
-            judge.close()
-            raise
-        self._judges[key] = judge  # most recently used last
-        return result
+                    pool = EvalPool(config, self.executor, self.workers, self.ray_address)
+                    evaluator = PoolEvaluator(pool, f"attempt of {self.agent_name}", owns_pool=True)
+                self._evaluators[device] = evaluator
+        return evaluator
 
     def _record(self, archive: Archive, task: Task, candidate: Candidate, analysis: str,
                 parents: tuple[int, ...]) -> int:

@@ -14,12 +14,12 @@ import os
 import shutil
 import tempfile
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from warpforge.config import EvalConfig
+from warpforge.evaluator import LocalEvaluator
 from warpforge.errors import HarnessError, UsageError, WarpforgeError, WorkerLost
 
 
@@ -45,8 +45,10 @@ def config_from_dict(d: dict[str, Any]) -> EvalConfig:
 
 
 class EvalWorker:
-    """Evaluates jobs in this process, keeping a Judge for each of the last `judges` tasks (jobs of
-    several tasks interleave, e.g. when the compile pool finishes them out of order)."""
+    """Evaluates jobs in this process through a `LocalEvaluator` (evaluator.py), which keeps a
+    Judge for each of the last `judges` tasks (jobs of several tasks interleave, e.g. when the
+    compile pool finishes them out of order). A task's Judge is recycled after `recycle_after`
+    evaluations, and every Judge after a CUDA error (the GPU may be left in a bad state)."""
 
     def __init__(self, config: dict[str, Any], recycle_after: int = 50, name: str = "",
                  env: dict[str, str] | None = None, judges: int = 4) -> None:
@@ -54,50 +56,38 @@ class EvalWorker:
         self.config = config_from_dict(config)
         self.recycle_after = recycle_after
         self.name = name or f"pid{os.getpid()}"
-        self.judges = judges
-        self._judges: OrderedDict[str, Any] = OrderedDict()  # task path -> Judge, most recent last
-        self._counts: dict[str, int] = {}
+        self.evaluator = LocalEvaluator(self.config, judges)
+        self._counts: dict[tuple[str, str], int] = {}  # evaluations by each task's current Judge
 
     def run(self, task_path: str, candidate_path: str, source: str | None = None) -> dict[str, Any]:
         from warpforge.candidate import Candidate
-        from warpforge.evaluate import Judge
         from warpforge.task import load_task
 
+        task = None
         try:
             task = load_task(task_path)
             candidate = Candidate(source) if source is not None else Candidate.from_file(candidate_path)
-            judge = self._judges.get(task_path)
-            if judge is None:
-                while len(self._judges) >= self.judges:
-                    self._drop(next(iter(self._judges)))
-                judge = self._judges[task_path] = Judge(task, self.config)
-                self._counts[task_path] = 0
-            self._judges.move_to_end(task_path)
-            result = judge.evaluate(candidate).to_dict()  # the whole record, samples too: the archive keeps them
+            # the whole record, samples too: the archive keeps them
+            result = self.evaluator.evaluate(task, candidate).to_dict()
         except HarnessError as exc:  # the harness's own reference process failed (out of memory, say)
-            self._drop(task_path)
             result = {"status": "crashed", "correct": False, "reason": str(exc), "stage": "reference"}
         except WarpforgeError as exc:  # a broken task or an unreadable candidate: a result, not a crash
-            self._drop(task_path)
             result = {"status": "task_error", "correct": False, "reason": str(exc), "stage": "load"}
         cuda_error = "cuda" in str(result.get("reason", "")).lower() and result.get("status") in ("crashed", "runtime_error")
-        if task_path in self._judges:
-            self._counts[task_path] += 1
-            if self._counts[task_path] >= self.recycle_after or cuda_error:
-                self._drop(task_path)
         if cuda_error:  # the GPU may be left in a bad state: start every task afresh
             self.close()
+        elif task is not None:
+            key = (task.name, task.source_hash)
+            self._counts[key] = self._counts.get(key, 0) + 1
+            if self._counts[key] >= self.recycle_after:
+                self.evaluator.drop(task)
+                del self._counts[key]
         result.update(task=task_path, candidate=candidate_path, worker=self.name)
         return result
 
-    def _drop(self, task_path: str) -> None:
-        judge = self._judges.pop(task_path, None)
-        if judge is not None:
-            judge.close()
-
     def close(self) -> None:
-        for task_path in list(self._judges):
-            self._drop(task_path)
+        self.evaluator.close()
+        self._counts.clear()
 
 
 def _local_worker_main(conn: Any, config: dict[str, Any], env: dict[str, str], name: str, recycle_after: int) -> None:

@@ -3,7 +3,8 @@
 For each task, a strategy (best_of_n.py, evolve.py) plans a generation of `generation_size`
 slots from the attempts recorded *before* that generation; the LLM calls of a generation run
 concurrently (daemon threads; the client limits requests in flight) and each reply is
-evaluated by the task's `Judge` as soon as it arrives, so LLM calls overlap evaluations.
+evaluated as soon as it arrives (by the run's `Evaluator`: in process through the task's Judge, or on a
+worker pool), so LLM calls overlap evaluations.
 Every proposal and every evaluation is written to the archive when it happens. Steps are
 numbered in advance, so a run killed at any point resumes where it stopped: recorded
 candidates are not proposed again, evaluated ones are not evaluated again, and a candidate
@@ -20,7 +21,7 @@ import json
 import queue
 import threading
 import time
-from concurrent.futures import as_completed
+from concurrent.futures import Future, as_completed
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,7 @@ from warpforge.archive import Archive, Attempt, RunLock, best_attempt, improves_
 from warpforge.candidate import Candidate, EvalResult
 from warpforge.config import EvalConfig
 from warpforge.errors import ConfigError
-from warpforge.evaluate import Judge
+from warpforge.evaluator import Evaluator, LocalEvaluator, PoolEvaluator
 from warpforge.propose import Proposal
 from warpforge.propose.llm import Completion, LLMClient, LLMError
 from warpforge.propose.parse import parse_reply, parse_review
@@ -134,12 +135,16 @@ class Optimizer:
     """Runs the loop for a list of tasks against one archive (see the module docstring)."""
 
     def __init__(self, archive: Archive, llm: LLMClient, config: OptimizeConfig,
-                 on_progress: Callable[[TaskProgress], None] | None = None, pool: Any = None) -> None:
+                 on_progress: Callable[[TaskProgress], None] | None = None, pool: Any = None,
+                 evaluator: Evaluator | None = None) -> None:
         self.archive, self.llm, self.cfg = archive, llm, config
-        self.pool = pool
-        """An `executor.EvalPool`: a generation's candidates are evaluated in parallel on its workers
-        (one per GPU, or Ray actors) instead of one after another through this process's Judge."""
         self.eval_cfg = config.eval.resolved()
+        self.evaluator: Evaluator = evaluator or (PoolEvaluator(pool, "candidate") if pool is not None
+                                                  else LocalEvaluator(self.eval_cfg, max_judges=1))
+        """Where candidates are evaluated (evaluator.py): by default in this process, one after
+        another through the task's Judge; with `pool` (an `executor.EvalPool`), a generation's
+        candidates in parallel on its workers (one per GPU, or Ray actors)."""
+        self._owns_evaluator = evaluator is None
         self.on_progress = on_progress or (lambda p: None)
         self.totals = _Totals()
         self._gpu = ""  # the GPU's name, from the first evaluation's hardware record (the parent starts no CUDA)
@@ -147,7 +152,11 @@ class Optimizer:
     def run(self, tasks: Sequence[Task]) -> RunSummary:
         run_id, lock = self._claim_run(tasks)
         with lock:  # held until the run ends: a second optimize on this archive cannot resume it meanwhile
-            return self._run(run_id, tasks)
+            try:
+                return self._run(run_id, tasks)
+            finally:
+                if self._owns_evaluator:
+                    self.evaluator.close()
 
     def _run(self, run_id: str, tasks: Sequence[Task]) -> RunSummary:
         self.totals.tokens = sum((a.prompt_tokens or 0) + (a.completion_tokens or 0)
@@ -187,32 +196,30 @@ class Optimizer:
         cfg, size = self.cfg, self.cfg.generation_size
         recorded = self.archive.steps(run_id, task.name)
         self._show(progress, recorded.values(), "resuming" if recorded else "starting")
-        with (Judge(task, self.eval_cfg) if self.pool is None else _PoolJudge(self.pool, task)) as judge:
-            for attempt in self.archive.unevaluated(run_id, task.name):  # left by a run that was killed
-                self._evaluate(judge, attempt)
-            for gen_start in range(0, cfg.budget.candidates, size):
-                stop = self._stop_reason(run_id, task)
-                if stop:
-                    self._show(progress, self.archive.steps(run_id, task.name).values(), stop)
-                    return "" if stop.startswith("target") else stop
-                recorded = self.archive.steps(run_id, task.name)
-                slots = [s for s in range(gen_start, min(gen_start + size, cfg.budget.candidates)) if s not in recorded]
-                if not slots:
-                    continue
-                before = [a for a in recorded.values() if a.step < gen_start]
-                stones = stepping_stones(self.archive, task.name, task.source)
-                plans = STRATEGIES[cfg.strategy](before, stones, size, gen_start // size, cfg.seed)
-                self._generation(run_id, task, judge, {s: plans[s - gen_start] for s in slots}, progress)
+        for attempt in self.archive.unevaluated(run_id, task.name):  # left by a run that was killed
+            self._evaluate(task, attempt)
+        for gen_start in range(0, cfg.budget.candidates, size):
+            stop = self._stop_reason(run_id, task)
+            if stop:
+                self._show(progress, self.archive.steps(run_id, task.name).values(), stop)
+                return "" if stop.startswith("target") else stop
+            recorded = self.archive.steps(run_id, task.name)
+            slots = [s for s in range(gen_start, min(gen_start + size, cfg.budget.candidates)) if s not in recorded]
+            if not slots:
+                continue
+            before = [a for a in recorded.values() if a.step < gen_start]
+            stones = stepping_stones(self.archive, task.name, task.source)
+            plans = STRATEGIES[cfg.strategy](before, stones, size, gen_start // size, cfg.seed)
+            self._generation(run_id, task, {s: plans[s - gen_start] for s in slots}, progress)
         steps = self.archive.steps(run_id, task.name)
         self._show(progress, steps.values(), "done")
         return ""
 
-    def _generation(self, run_id: str, task: Task, judge: Any, plans: dict[int, Plan],
-                    progress: TaskProgress) -> None:
+    def _generation(self, run_id: str, task: Task, plans: dict[int, Plan], progress: TaskProgress) -> None:
         """Propose every slot concurrently; evaluate each reply as it arrives (on a worker pool:
         submitted as it arrives, recorded as results come back)."""
         replies: queue.Queue[tuple[int, Proposal]] = queue.Queue()
-        pending: dict[Any, tuple[Attempt, float]] = {}
+        pending: dict[Future[EvalResult], tuple[Attempt, float]] = {}
         for step, plan in plans.items():
             threading.Thread(target=lambda s=step, p=plan: replies.put((s, self._propose(task, p))),
                              name=f"propose-{task.name}-{step}", daemon=True).start()
@@ -234,14 +241,16 @@ class Optimizer:
             self._show(progress, self.archive.steps(run_id, task.name).values(), "evaluating")
             if proposal.candidate is not None:
                 attempt = self.archive.attempt(candidate_id)
-                if isinstance(judge, _PoolJudge):
-                    pending[judge.submit(attempt)] = (attempt, time.monotonic())
+                started = time.monotonic()
+                future = self.evaluator.submit(task, _candidate(attempt))
+                if future.done():  # evaluated in this thread (a LocalEvaluator): record it now
+                    self._record(attempt, future.result(), started)
                 else:
-                    self._evaluate(judge, attempt)
+                    pending[future] = (attempt, started)
             self._show(progress, self.archive.steps(run_id, task.name).values(), "proposing")
         for future in as_completed(pending):
             attempt, started = pending[future]
-            self._record(attempt, EvalResult.from_dict(future.result()), started)
+            self._record(attempt, future.result(), started)
 
     def _propose(self, task: Task, plan: Plan) -> Proposal:
         """Runs in a proposer thread: never raises (a failure is a Proposal with a reason), so the
@@ -292,11 +301,9 @@ class Optimizer:
                                            failure=f"the same source as candidate #{a.id}, already evaluated")
         return proposal
 
-    def _evaluate(self, judge: Any, attempt: Attempt) -> None:
-        assert attempt.source is not None
+    def _evaluate(self, task: Task, attempt: Attempt) -> None:
         started = time.monotonic()
-        result = judge.evaluate(Candidate(attempt.source, strategy=attempt.strategy or "", model=attempt.model or ""))
-        self._record(attempt, result, started)
+        self._record(attempt, self.evaluator.submit(task, _candidate(attempt)).result(), started)
 
     def _record(self, attempt: Attempt, result: EvalResult, started: float) -> None:
         """Store one evaluation (only this thread writes the archive), credit the model, review."""
@@ -366,28 +373,9 @@ class Optimizer:
         return TaskOutcome(task.name, best, len(attempts), best is not None and improves_on_eager(best))
 
 
-class _PoolJudge:
-    """A Judge's `evaluate` on an EvalPool's workers, plus `submit` for overlapping evaluations."""
-
-    def __init__(self, pool: Any, task: Task) -> None:
-        self.pool, self.task = pool, task
-
-    def __enter__(self) -> _PoolJudge:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-    def submit(self, attempt: Attempt) -> Any:
-        from warpforge.executor import Job
-
-        return self.pool.submit(Job(attempt.id, str(self.task.path), f"candidate #{attempt.id}", attempt.source))
-
-    def evaluate(self, candidate: Candidate) -> EvalResult:
-        from warpforge.executor import Job
-
-        job = Job(0, str(self.task.path), candidate.id, candidate.source)
-        return EvalResult.from_dict(self.pool.submit(job).result())
+def _candidate(attempt: Attempt) -> Candidate:
+    assert attempt.source is not None
+    return Candidate(attempt.source, strategy=attempt.strategy or "", model=attempt.model or "")
 
 
 def _variant(a: Attempt) -> Variant:

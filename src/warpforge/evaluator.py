@@ -1,0 +1,138 @@
+"""One seam for "evaluate this candidate of this task", whoever does the evaluating.
+
+    Evaluator                 submit(task, candidate) -> Future[EvalResult]; close()
+     ├── LocalEvaluator       in this process, one evaluation at a time, with a warm `Judge` per
+     │                        task (a few; the least recently used is closed): the only cache of
+     │                        Judges outside a pool's workers
+     └── PoolEvaluator        on an `executor.EvalPool`'s workers (worker processes, or Ray actors),
+                              evaluations overlapping
+
+The optimiser (`search.loop`), the RL reward (`reward.KernelReward`) and agent mode
+(`agent.tools`) each take one evaluator, so "in process or on a pool" is decided once, where
+they are built. A `LocalEvaluator`'s future is already done when `submit` returns (the
+evaluation ran in the caller's thread); a `PoolEvaluator`'s completes when a worker answers. A
+worker lost for good gives an ordinary `crashed` result at stage `executor` (the pool's rule),
+not an exception.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Protocol
+
+from warpforge.candidate import Candidate, EvalResult
+from warpforge.config import EvalConfig
+from warpforge.task import SUITE_DIR, Task
+
+if TYPE_CHECKING:
+    from warpforge.evaluate import Judge
+
+
+class Evaluator(Protocol):
+    def submit(self, task: Task, candidate: Candidate) -> Future[EvalResult]:
+        """Evaluate `candidate` against `task`; the future holds its EvalResult (or the harness's
+        error: a task that cannot be loaded raises TaskError from `result()` in process)."""
+        ...
+
+    def close(self) -> None:
+        """Stop whatever this evaluator keeps warm. Idempotent."""
+        ...
+
+
+class LocalEvaluator:
+    """Evaluates in this process, one candidate at a time, keeping a warm Judge per task (up to
+    `max_judges`; the least recently used is closed first). A Judge whose evaluation raised is
+    closed, and the task's next candidate starts a fresh one."""
+
+    def __init__(self, config: EvalConfig | None = None, max_judges: int = 4) -> None:
+        self.config = config or EvalConfig()
+        self.max_judges = max(1, max_judges)
+        self._judges: OrderedDict[tuple[str, str], Judge] = OrderedDict()
+
+    def __enter__(self) -> LocalEvaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def submit(self, task: Task, candidate: Candidate) -> Future[EvalResult]:
+        future: Future[EvalResult] = Future()
+        try:
+            future.set_result(self.evaluate(task, candidate))
+        except Exception as exc:  # the caller's result() raises it, as a pool's future would
+            future.set_exception(exc)
+        return future
+
+    def evaluate(self, task: Task, candidate: Candidate) -> EvalResult:
+        """`submit(...).result()`, without the future."""
+        judge = self.judge(task)
+        try:
+            return judge.evaluate(candidate)
+        except BaseException:
+            self.drop(task)
+            raise
+
+    def judge(self, task: Task) -> Judge:
+        """The task's warm Judge, started on first use (most recently used last)."""
+        from warpforge.evaluate import Judge
+
+        key = (task.name, task.source_hash)
+        judge = self._judges.pop(key, None)
+        if judge is None:
+            while len(self._judges) >= self.max_judges:
+                self._judges.popitem(last=False)[1].close()
+            judge = Judge(task, self.config)
+        self._judges[key] = judge
+        return judge
+
+    def drop(self, task: Task) -> None:
+        """Close the task's Judge, if one is warm."""
+        judge = self._judges.pop((task.name, task.source_hash), None)
+        if judge is not None:
+            judge.close()
+
+    def close(self) -> None:
+        while self._judges:
+            self._judges.popitem()[1].close()
+
+
+class PoolEvaluator:
+    """Evaluates on an `executor.EvalPool`'s workers: `submit` returns at once and evaluations
+    overlap. A suite task goes to a worker by name (a Ray node resolves it in its own
+    installation), any other by path. `close` closes the pool when this evaluator owns it."""
+
+    def __init__(self, pool: Any, label: str = "candidate", owns_pool: bool = False) -> None:
+        self.pool = pool
+        self.label = label
+        self.owns_pool = owns_pool
+        self._index = itertools.count()
+
+    def __enter__(self) -> PoolEvaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def submit(self, task: Task, candidate: Candidate) -> Future[EvalResult]:
+        from warpforge.executor import Job
+
+        suite = task.path.resolve().is_relative_to(SUITE_DIR.resolve())
+        job = Job(next(self._index), task.name if suite else str(task.path), f"{self.label} {candidate.id}",
+                  source=candidate.source)
+        shipped = self.pool.submit(job)
+        future: Future[EvalResult] = Future()
+
+        def done(f: Future[dict[str, Any]]) -> None:
+            try:
+                future.set_result(EvalResult.from_dict(f.result()))
+            except Exception as exc:
+                future.set_exception(exc)
+
+        shipped.add_done_callback(done)
+        return future
+
+    def close(self) -> None:
+        if self.owns_pool:
+            self.pool.close()
