@@ -202,10 +202,9 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         **({"timeout_s": args.timeout} if args.timeout is not None else {}),
     )
     if config.device == "cuda":
-        from warpforge.config import cuda_available
+        from warpforge.config import require_cuda
 
-        if not cuda_available():
-            raise UsageError("--device cuda was given but torch sees no CUDA GPU: drop --device or install a CUDA build of torch")
+        require_cuda("--device cuda was given", "drop --device or install a CUDA build of torch")
     return config
 
 

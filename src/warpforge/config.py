@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
-from warpforge.errors import ConfigError
+from warpforge.errors import ConfigError, UsageError
 
 Device = Literal["cpu", "cuda"]
 Mode = Literal["offline", "server"]
@@ -160,6 +160,13 @@ def cuda_available() -> bool:
     import torch
 
     return bool(torch.cuda.is_available())
+
+
+def require_cuda(why: str, fix: str) -> None:
+    """One sentence when CUDA is needed and torch sees none: `why` says what needed it, `fix`
+    what to do (the one check behind every command's --device cuda)."""
+    if not cuda_available():
+        raise UsageError(f"{why}, but torch sees no CUDA GPU: {fix}")
 
 
 def _user_threads() -> int | None:

@@ -128,11 +128,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         if http is not None:
             _check_port(*http)
         if device == "cuda":
-            from warpforge.config import cuda_available
+            from warpforge.config import require_cuda
 
-            if not cuda_available():
-                raise UsageError("the device is cuda but torch sees no CUDA GPU: pass --device cpu or unset "
-                                 "WARPFORGE_DEVICE")
+            require_cuda("the device is cuda", "pass --device cpu or unset WARPFORGE_DEVICE")
     except UsageError as exc:
         print(f"warpforge: {exc}", file=sys.stderr)
         return 2

@@ -81,11 +81,9 @@ def _shapes(args: argparse.Namespace) -> tuple[list[Any], str, int]:
 
 def _need_device(device: str) -> None:
     if device == "cuda":
-        import torch
+        from warpforge.config import require_cuda
 
-        if not torch.cuda.is_available():
-            raise UsageError("no CUDA GPU visible: tuning and benchmarking time kernels on the GPU "
-                             "(use --device cpu only to try the tool)")
+        require_cuda("tuning and benchmarking time kernels on the GPU", "use --device cpu only to try the tool")
 
 
 def _progress() -> Any:

@@ -88,10 +88,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     eval_cfg = EvalConfig(device=args.device, size=args.size, sandbox=sandbox_from_args(args),
                           **({"timeout_s": args.timeout} if args.timeout else {}))
     if eval_cfg.device == "cuda":
-        from warpforge.config import cuda_available
+        from warpforge.config import require_cuda
 
-        if not cuda_available():
-            raise UsageError("--device cuda was given but torch sees no CUDA GPU: drop --device or install a CUDA build of torch")
+        require_cuda("--device cuda was given", "drop --device or install a CUDA build of torch")
     config = OptimizeConfig(
         strategy=args.strategy, eval=eval_cfg, seed=args.seed, generation_size=args.generation_size,
         language=args.language,
