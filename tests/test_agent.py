@@ -24,7 +24,7 @@ pytest.importorskip("mcp")
 
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
 
-from warpforge.agent.cli import add_agent_parsers, cmd_agent, cmd_mcp, parse_http  # noqa: E402
+from warpforge.cli.agent import add_agent_parsers, cmd_agent, cmd_mcp, parse_http  # noqa: E402
 from warpforge.archive import Archive  # noqa: E402
 from warpforge.errors import UsageError  # noqa: E402
 

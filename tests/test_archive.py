@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from warpforge.archive import Archive, hardware_key
-from warpforge.archive_cli import add_archive_parser, cmd_archive
+from warpforge.cli.archive import add_archive_parser, cmd_archive
 from warpforge.candidate import Candidate, EvalResult, Timing
 from warpforge.errors import UsageError
 from warpforge.propose import Proposal

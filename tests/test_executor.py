@@ -18,7 +18,7 @@ from warpforge.cli import main
 from warpforge.config import EvalConfig
 from warpforge.errors import UsageError
 from warpforge.executor import Job, evaluate_batch, local_slots, ray_slots, run_jobs
-from warpforge.batch_cli import parse_pairs
+from warpforge.cli.batch import parse_pairs
 
 FIX = Path(__file__).parent / "fixtures"
 PAIRS = [

@@ -1,7 +1,7 @@
 """warpforge: make GPU code faster with LLMs and search, on an evaluation harness you can trust.
 
 The public entry points are `load_task` (a reference program), `evaluate` (a candidate
-against it) and `Judge` (many candidates against one task, set-up paid once); the command line in `cli.py` is a thin layer over them.
+against it) and `Judge` (many candidates against one task, set-up paid once); the command line in `cli/` is a thin layer over them.
 
 Nothing heavy is imported here: the names below load their modules (and torch) on first use,
 so `import warpforge.errors` and `warpforge --help` do not pay for torch.

@@ -169,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """`python -m warpforge.agent.server ...`: the same as `warpforge mcp ...`."""
     import argparse
 
-    from warpforge.agent.cli import add_mcp_arguments, cmd_mcp
+    from warpforge.cli.agent import add_mcp_arguments, cmd_mcp
 
     parser = argparse.ArgumentParser(prog="warpforge mcp", description="Serve warpforge's agent tools over MCP.")
     add_mcp_arguments(parser)

@@ -6,7 +6,7 @@ closed first), records every evaluation in the archive as strategy "agent" withi
 session, and answers history, best-kernel and stepping-stone questions from the archive. Every
 tool returns a JSON-ready dict; a bad request is {"error": {"code", "message"}}, never an
 exception. Nothing here runs task or candidate code: candidates run in the evaluator's sandboxed
-children, shapes come from a probe child (probe.py). MCP types live in server.py, flags in cli.py.
+children, shapes come from a probe child (probe.py). MCP types live in server.py, flags in warpforge.cli.agent.
 """
 
 from __future__ import annotations
@@ -306,7 +306,7 @@ class AgentTools:
 
     def _task(self, name: str) -> Task:
         """A task to run: a suite name, a task file, or a task only the archive holds (written out to a file)."""
-        from warpforge.search.cli import load_tasks
+        from warpforge.cli.optimize import load_tasks
 
         if not name or not name.strip():
             raise Refused("unknown_task", "no task given: pass a suite task name such as level1/softmax (see "

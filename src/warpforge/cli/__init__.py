@@ -12,12 +12,9 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
+from warpforge.cli.common import add_eval_options, add_sandbox_option, config_from_args, sandbox_from_args, tasks_of
 from warpforge.errors import UsageError, WarpforgeError
-
-if TYPE_CHECKING:
-    from warpforge import EvalConfig
 
 
 def _eval_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -29,54 +26,6 @@ def _eval_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     add_eval_options(p)
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     p.add_argument("--samples", action="store_true", help="include raw timing samples in --json output")
-
-
-def add_sandbox_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--no-sandbox", action="store_true",
-                   help="run candidates without the OS sandbox (only where bubblewrap cannot run); every result, "
-                        "archive row and report page then says unsandboxed")
-
-
-def sandbox_from_args(args: argparse.Namespace) -> bool:
-    """True unless --no-sandbox; stops with one sentence (exit 2) when the sandbox cannot start here."""
-    if getattr(args, "no_sandbox", False):
-        print("warpforge: warning: --no-sandbox: candidates run unsandboxed and their results are marked so",
-              file=sys.stderr)
-        return False
-    from warpforge.evaluate.jail import require
-
-    require()
-    return True
-
-
-def add_eval_options(p: argparse.ArgumentParser) -> None:
-    """The evaluation options `warpforge eval` and `warpforge eval-batch` share."""
-    add_sandbox_option(p)
-    p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when a GPU is visible, else cpu")
-    p.add_argument("--mode", choices=["offline", "server"], default="offline",
-                   help="offline: back-to-back calls; server: random idle gaps before each call")
-    p.add_argument("--trials", type=int, default=5, help="correctness trials with fresh inputs (default 5)")
-    p.add_argument("--timeout", type=float, default=None, help="seconds the candidate process may run (default 600)")
-    p.add_argument("--no-bench", action="store_true", help="check correctness only")
-    p.add_argument("--size", help="size preset of the task (default: gpu on cuda, cpu on cpu)")
-    p.add_argument("--allow-tf32", action="store_true", help="accept TF32 accuracy for fp32 tasks (opt-in)")
-    p.add_argument("--compile-baseline", action=argparse.BooleanOptionalAction, default=None,
-                   help="also time torch.compile (default: on for cuda, off for cpu)")
-    p.add_argument("--no-profile", action="store_true", help="skip recording which kernels ran")
-    p.add_argument("--paired-rounds", type=int, default=None, metavar="N",
-                   help="rounds of paired timing, reference and candidate in turn (default 5; 0: time the "
-                        "reference once before the candidate, for tasks whose inputs fit the GPU only once)")
-    p.add_argument("--sync-floor", choices=["matched", "idle"], default=None,
-                   help="the sync round trip taken off each timed GPU call: matched to the call's length, "
-                        "measured after each call (default), or one idle measurement per timing run")
-    p.add_argument("--fresh-baselines", action="store_true",
-                   help="re-time the eager / torch.compile baselines instead of reusing this machine's cached ones")
-    p.add_argument("--cpu-threads", type=int, default=None, metavar="N",
-                   help="threads of the reference and the candidate on the cpu, the same for both "
-                        "(default: $OMP_NUM_THREADS, else 1)")
-    p.add_argument("--sets-memory-gb", type=float, default=None, metavar="GB",
-                   help="memory the input sets and their float64 outputs may take; a bigger task gets fewer sets, "
-                        "at least 2 checked + 1 timed (default: 30%% of the GPU's memory; no cap on cpu)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,13 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tasks", help="list the built-in task suite, or the tasks of a KernelBench-style tree")
     t.add_argument("--root", help="a directory of level1/, level2/... folders (e.g. KernelBench/KernelBench)")
     t.add_argument("--json", action="store_true")
-    from warpforge.agent.cli import add_agent_parsers
-    from warpforge.archive_cli import add_archive_parser
-    from warpforge.batch_cli import add_batch_parser
-    from warpforge.gemm.cli import add_gemm_parser
-    from warpforge.train.cli import add_train_parser
+    from warpforge.cli.agent import add_agent_parsers
+    from warpforge.cli.archive import add_archive_parser
+    from warpforge.cli.batch import add_batch_parser
+    from warpforge.cli.gemm import add_gemm_parser
+    from warpforge.cli.train import add_train_parser
     from warpforge.report.html import add_report_parser
-    from warpforge.search.cli import add_optimize_parser
+    from warpforge.cli.optimize import add_optimize_parser
 
     add_optimize_parser(sub)
     add_archive_parser(sub)
@@ -140,7 +89,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from warpforge.calibrate import calibrate, summarise
     from warpforge import jsonl
 
-    tasks = _tasks_of(args.tasks)
+    tasks = tasks_of(args.tasks)
     if args.compile_baseline is None:  # A/A compares the program with itself: no torch.compile baseline
         args.compile_baseline = False
     config = config_from_args(args)
@@ -179,33 +128,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         if summary["outside_3pct"]:
             print(f"outside 1.00x +- 3% (tasks of 50 us or more): {', '.join(summary['outside_3pct'])}", file=sys.stderr)
     return 0 if not summary["rejected"] else 1
-
-
-def _tasks_of(names: list[str]) -> list:  # type: ignore[type-arg]
-    """Every task the names give (files, folders, suite names and levels), each once."""
-    from warpforge.task import tasks_named
-
-    return list({t.name: t for name in names for t in tasks_named(name)}.values())
-
-
-def config_from_args(args: argparse.Namespace) -> EvalConfig:
-    """The EvalConfig of `add_eval_options`' flags; a clear error for --device cuda without a GPU."""
-    from warpforge import EvalConfig
-
-    config = EvalConfig(
-        device=args.device, size=args.size, trials=args.trials, bench=not args.no_bench, mode=args.mode,
-        allow_tf32=args.allow_tf32, compile_baseline=args.compile_baseline, profile=not args.no_profile,
-        reuse_baselines=False if args.fresh_baselines else None, sets_memory_gb=args.sets_memory_gb,
-        sandbox=sandbox_from_args(args), cpu_threads=args.cpu_threads,
-        **({"paired_rounds": args.paired_rounds} if args.paired_rounds is not None else {}),
-        **({"sync_floor": args.sync_floor} if args.sync_floor is not None else {}),
-        **({"timeout_s": args.timeout} if args.timeout is not None else {}),
-    )
-    if config.device == "cuda":
-        from warpforge.config import require_cuda
-
-        require_cuda("--device cuda was given", "drop --device or install a CUDA build of torch")
-    return config
 
 
 def format_result(r: dict) -> str:  # type: ignore[type-arg]
@@ -292,13 +214,13 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def _commands() -> dict[str, Callable[[argparse.Namespace], int]]:
-    from warpforge.agent.cli import cmd_agent, cmd_mcp
-    from warpforge.archive_cli import cmd_archive
-    from warpforge.batch_cli import cmd_eval_batch
-    from warpforge.gemm.cli import cmd_gemm
-    from warpforge.train.cli import cmd_train
+    from warpforge.cli.agent import cmd_agent, cmd_mcp
+    from warpforge.cli.archive import cmd_archive
+    from warpforge.cli.batch import cmd_eval_batch
+    from warpforge.cli.gemm import cmd_gemm
+    from warpforge.cli.train import cmd_train
     from warpforge.report.html import cmd_report
-    from warpforge.search.cli import cmd_optimize
+    from warpforge.cli.optimize import cmd_optimize
 
     return {"eval": cmd_eval, "calibrate": cmd_calibrate, "demo": cmd_demo, "tasks": cmd_tasks, "optimize": cmd_optimize,
             "archive": cmd_archive, "report": cmd_report, "mcp": cmd_mcp, "agent": cmd_agent, "gemm": cmd_gemm, "eval-batch": cmd_eval_batch,
@@ -322,6 +244,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("warpforge: interrupted", file=sys.stderr)
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,7 +11,7 @@ from warpforge.errors import UsageError
 
 
 def add_batch_parser(sub: Any) -> None:
-    from warpforge.cli import add_eval_options
+    from warpforge.cli.common import add_eval_options
 
     p = sub.add_parser("eval-batch", help="evaluate many TASK:CANDIDATE pairs in parallel (local GPUs or Ray)",
                        description="Evaluate TASK.py:CANDIDATE.py pairs with one worker per GPU (or a few CPU workers), "
@@ -60,7 +60,7 @@ def cmd_eval_batch(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from warpforge.cli import config_from_args
+    from warpforge.cli.common import config_from_args
     from warpforge.executor import Job, evaluate_batch
     from warpforge.task import resolve_task_path
 

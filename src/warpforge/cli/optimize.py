@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from warpforge.archive import Archive
-from warpforge.archive_cli import DEFAULT_ARCHIVE
+from warpforge.cli.archive import DEFAULT_ARCHIVE
 from warpforge.errors import ConfigError, UsageError
 from warpforge.task import Task
 
@@ -65,7 +65,7 @@ def add_optimize_parser(sub: Any) -> None:
     p.add_argument("--ray-address", help="an existing Ray cluster for --executor ray (auto, ray://host:10001)")
     p.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live table")
     p.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
-    from warpforge.cli import add_sandbox_option
+    from warpforge.cli.common import add_sandbox_option
 
     add_sandbox_option(p)
 
@@ -83,7 +83,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     llm = LLMClient(models, timeout_s=args.llm_timeout, concurrency=args.concurrency, selection=args.selection,
                     seed=args.seed)
     llm.check()
-    from warpforge.cli import sandbox_from_args
+    from warpforge.cli.common import sandbox_from_args
 
     eval_cfg = EvalConfig(device=args.device, size=args.size, sandbox=sandbox_from_args(args),
                           **({"timeout_s": args.timeout} if args.timeout else {}))

@@ -2,7 +2,7 @@
 
 Thin: each verb is one or two Archive / datasets calls and a table or one JSON object. Exit codes
 as everywhere: 0 success, 1 a negative result (`best` with no verified candidate), 2 a usage error
-(raised as UsageError; cli.py prints it). Never writes to the archive.
+(raised as UsageError; warpforge.cli's main prints it). Never writes to the archive.
 """
 
 from __future__ import annotations

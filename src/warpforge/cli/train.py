@@ -12,7 +12,7 @@ from warpforge.errors import UsageError
 
 
 def add_train_parser(sub: Any) -> None:
-    from warpforge.cli import add_sandbox_option
+    from warpforge.cli.common import add_sandbox_option
 
     t = sub.add_parser("train", help="train kernel-writing models on warpforge rewards (SFT, self-training, GRPO)")
     ts = t.add_subparsers(dest="train_command", required=True)
@@ -87,7 +87,7 @@ def add_train_parser(sub: Any) -> None:
 
 def _eval_config(args: argparse.Namespace) -> Any:
     from warpforge import EvalConfig
-    from warpforge.cli import sandbox_from_args
+    from warpforge.cli.common import sandbox_from_args
 
     return EvalConfig(device=args.device, bench=not args.no_bench, sandbox=sandbox_from_args(args))
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from warpforge.archive_cli import DEFAULT_ARCHIVE
+from warpforge.cli.archive import DEFAULT_ARCHIVE
 
 NO_MCP = "warpforge mcp needs the MCP SDK (mcp 2 or later): pip install 'warpforge[agent]'"
 
@@ -39,7 +39,7 @@ def add_agent_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     agent.add_argument("--parent", type=int, action="append", default=[], metavar="ATTEMPT_ID",
                        help="an attempt this candidate builds on (repeatable; stored as lineage)")
     add_executor_arguments(agent)
-    from warpforge.cli import add_sandbox_option
+    from warpforge.cli.common import add_sandbox_option
 
     add_sandbox_option(agent)
 
@@ -81,7 +81,7 @@ def add_mcp_arguments(p: argparse.ArgumentParser) -> None:
                    help="default device for evaluations: $WARPFORGE_DEVICE, else cuda when a GPU is visible")
     p.add_argument("--agent-name", help="recorded as the model of each attempt (default: $WARPFORGE_AGENT or agent)")
     add_executor_arguments(p)
-    from warpforge.cli import add_sandbox_option
+    from warpforge.cli.common import add_sandbox_option
 
     add_sandbox_option(p)
 
@@ -134,7 +134,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     except UsageError as exc:
         print(f"warpforge: {exc}", file=sys.stderr)
         return 2
-    from warpforge.cli import sandbox_from_args
+    from warpforge.cli.common import sandbox_from_args
     from warpforge.config import EvalConfig
 
     tools = AgentTools(args.archive, device=device, agent_name=_agent_name(args), interface="mcp",
@@ -166,7 +166,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     from warpforge.config import EvalConfig
     from warpforge.errors import UsageError
 
-    from warpforge.cli import sandbox_from_args
+    from warpforge.cli.common import sandbox_from_args
 
     verb = args.agent_command
     try:

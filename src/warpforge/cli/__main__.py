@@ -1,0 +1,5 @@
+"""`python -m warpforge.cli`: the `warpforge` command."""
+
+from warpforge.cli import main
+
+raise SystemExit(main())
