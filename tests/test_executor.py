@@ -447,19 +447,25 @@ def test_a_killed_workers_temp_root_and_leftover_processes_are_removed(tmp_path:
     assert not [p for p, t in started.items() if _still_running(p, t)]  # nor anything else the worker started
 
 
+def _worker_result(task: str) -> dict[str, Any]:
+    """One worker named "t" evaluates the honest matmul against fixture `task`."""
+    from warpforge.executor.workers import EvalWorker
+
+    worker = EvalWorker(dataclasses.asdict(CONFIG), name="t")
+    try:
+        return worker.run(str(FIX / task), str(FIX / "candidates/honest_matmul.py"))
+    finally:
+        worker.close()
+
+
 def test_a_task_that_cannot_be_loaded_is_a_typed_task_error_result() -> None:
     """A worker reports a broken task as a result whose status and stage are in the types
     (candidate.Status / Stage), not as ad-hoc words callers must special-case."""
     from typing import get_args
 
     from warpforge.candidate import Stage, Status
-    from warpforge.executor.workers import EvalWorker
 
-    worker = EvalWorker(dataclasses.asdict(CONFIG), name="t")
-    try:
-        result = worker.run(str(FIX / "tasks/bad_inputs_string.py"), str(FIX / "candidates/honest_matmul.py"))
-    finally:
-        worker.close()
+    result = _worker_result("tasks/bad_inputs_string.py")
     assert (result["status"], result["stage"]) == ("task_error", "load"), result
     assert result["status"] in get_args(Status) and result["stage"] in get_args(Stage)
     assert "get_inputs" in result["reason"] and result["worker"] == "t"
@@ -468,13 +474,7 @@ def test_a_task_that_cannot_be_loaded_is_a_typed_task_error_result() -> None:
 def test_a_harness_failure_on_a_worker_is_a_crashed_result_at_the_reference_stage() -> None:
     """When the harness's own reference process dies, a worker's result says so (crashed, stage
     reference): not task_error, which would blame the task file."""
-    from warpforge.executor.workers import EvalWorker
-
-    worker = EvalWorker(dataclasses.asdict(CONFIG), name="t")
-    try:
-        result = worker.run(str(FIX / "tasks/reference_dies.py"), str(FIX / "candidates/honest_matmul.py"))
-    finally:
-        worker.close()
+    result = _worker_result("tasks/reference_dies.py")
     assert (result["status"], result["stage"]) == ("crashed", "reference"), result
     assert "reference process" in result["reason"] and "exited with 3" in result["reason"]
 
