@@ -344,7 +344,9 @@ def test_evaluations_on_an_executor_give_the_same_verdicts_and_records(tmp_path:
         honest = tools.evaluate(diag, HONEST)
         cheat = tools.evaluate(diag, fixture("patch_timer"))
         other = tools.evaluate(matmul, fixture("honest_matmul"))  # a task file, not a suite name
-        assert tools._pools and not tools._judges  # the workers evaluated, not a Judge in this process
+        from warpforge.evaluator import PoolEvaluator
+
+        assert isinstance(tools._evaluators["cpu"], PoolEvaluator)  # the workers evaluated, not a Judge here
     assert (honest["status"], honest["correct"], cheat["status"], other["correct"]) == ("correct", True, "rejected", True)
     assert honest["speedup"] > 0 and honest["kernels"]["kind"] == "pytorch_rewrite"
     with Archive(tmp_path / "pool.db", read_only=True) as archive:

@@ -16,7 +16,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 from warpforge.cli import main  # noqa: E402
 from warpforge.errors import UsageError  # noqa: E402
 from warpforge import jsonl  # noqa: E402
-from warpforge.gemm import choices, dispatch, shapes, tune  # noqa: E402
+from warpforge.gemm import choices, cublaslt, dispatch, shapes, tune  # noqa: E402
 from warpforge.gemm.shapes import GemmShape  # noqa: E402
 from warpforge.gemm.triton_gemm import TritonConfig, applicable, candidate_configs  # noqa: E402
 
@@ -188,18 +188,18 @@ def test_a_shape_that_runs_out_of_memory_is_recorded_and_the_sweep_goes_on(tmp_p
     released: list[dict[Any, Any]] = []
 
     def tune_shape(shape: GemmShape, *args: Any) -> dict[str, Any]:
-        choices.CublasLt._plans[("plan of", shape.N)] = object()  # type: ignore[index,assignment]
+        cublaslt.CublasLt._plans[("plan of", shape.N)] = object()  # type: ignore[index,assignment]
         if shape.N == 128256:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1002.00 MiB.")
         return {"M": shape.M, "N": shape.N, "K": shape.K, "dtype": shape.dtype, "layout": "nn", "gpu": "cpu",
                 "choice": "torch", "choice_ms": 1.0, "baselines": {"torch": {"ms": 1.0}}}
 
     monkeypatch.setattr(tune, "tune_shape", tune_shape)
-    monkeypatch.setattr(tune, "release_memory", lambda device: released.append(dict(choices.CublasLt._plans))
-                        or choices.CublasLt.forget_all())
+    monkeypatch.setattr(tune, "release_memory", lambda device: released.append(dict(cublaslt.CublasLt._plans))
+                        or cublaslt.CublasLt.forget_all())
     got = list(tune.sweep(shapes, "nn", "cpu", path, _settings()))
     assert "OutOfMemoryError" in got[0][1]["error"] and got[1][1]["choice"] == "torch"  # type: ignore[index]
-    assert [len(r) for r in released] == [1, 1] and not choices.CublasLt._plans  # each shape's plans dropped
+    assert [len(r) for r in released] == [1, 1] and not cublaslt.CublasLt._plans  # each shape's plans dropped
     assert [tune.record_key(e) for e in tune.build_table(jsonl.read(path), "cpu")["entries"]] == [(16, 32, 32, "float16", "nn")]
     fits_now = {"M": 8192, "N": 128256, "K": 4096, "dtype": "float16", "layout": "nn", "gpu": "cpu", "choice": "torch",
                 "choice_ms": 1.0, "baselines": {"torch": {"ms": 1.0}}}
@@ -247,28 +247,28 @@ def test_table_lookup_exact_nearest_and_fallback() -> None:
 
 
 def test_cublaslt_choice_names_parse_and_refuse_nonsense() -> None:
-    assert choices.parse_cublaslt("cublaslt:3") == (3, {})
-    assert choices.parse_cublaslt("cublaslt:0/splitk8") == (0, {"split_k": 8})
-    assert choices.parse_cublaslt("cublaslt:2/swz0") == (2, {"cta_swizzling": 0})
+    assert cublaslt.parse_cublaslt("cublaslt:3") == (3, {})
+    assert cublaslt.parse_cublaslt("cublaslt:0/splitk8") == (0, {"split_k": 8})
+    assert cublaslt.parse_cublaslt("cublaslt:2/swz0") == (2, {"cta_swizzling": 0})
     for bad in ("cublaslt:", "cublaslt:x", "cublaslt:1/splitk", "cublaslt:1/swz2", "cublaslt:1/tile64"):
         with pytest.raises(UsageError, match="not a cuBLASLt choice"):
-            choices.parse_cublaslt(bad)
+            cublaslt.parse_cublaslt(bad)
 
 
 def test_cublaslt_variants_stay_within_the_algorithms_capabilities() -> None:
     from types import SimpleNamespace
 
     both = SimpleNamespace(splitk_support=1, reduction_scheme_mask=0b110, cta_swizzling_support=1)
-    names = choices.variant_names(1, both, {"split_k": 1, "cta_swizzling": 0}, K=2048)
+    names = cublaslt.variant_names(1, both, {"split_k": 1, "cta_swizzling": 0}, K=2048)
     # each part keeps >= 256 of K (2048 / 16 = 128 is too few); swizzling flipped from off to on
     assert names == ["cublaslt:1/splitk2", "cublaslt:1/splitk4", "cublaslt:1/splitk8", "cublaslt:1/swz1"]
-    assert all(choices.parse_cublaslt(n)[0] == 1 for n in names)
-    assert choices.reduction_scheme(both) == 2  # in place is not in this mask: the compute-type workspace
-    assert choices.variant_names(0, both, {"split_k": 4, "cta_swizzling": 1}, K=1024) == \
+    assert all(cublaslt.parse_cublaslt(n)[0] == 1 for n in names)
+    assert cublaslt.reduction_scheme(both) == 2  # in place is not in this mask: the compute-type workspace
+    assert cublaslt.variant_names(0, both, {"split_k": 4, "cta_swizzling": 1}, K=1024) == \
         ["cublaslt:0/splitk2", "cublaslt:0/swz0"]  # what it already does is not a variant
     none = SimpleNamespace(splitk_support=1, reduction_scheme_mask=0, cta_swizzling_support=0)
-    assert choices.variant_names(0, none, {}, K=1 << 14) == []  # split-K without a reduction scheme cannot run
-    assert choices.variant_names(0, SimpleNamespace(), {}, K=1 << 14) == []
+    assert cublaslt.variant_names(0, none, {}, K=1 << 14) == []  # split-K without a reduction scheme cannot run
+    assert cublaslt.variant_names(0, SimpleNamespace(), {}, K=1 << 14) == []
 
 
 def test_a_reconfigured_cublaslt_choice_reaches_the_table_with_its_settings() -> None:
@@ -508,7 +508,7 @@ def test_shipped_tables_name_only_choices_that_exist() -> None:
             elif choice.startswith("mma_"):
                 MmaConfig.from_name(choice)
             elif choice.startswith("cublaslt:"):
-                index, changed = choices.parse_cublaslt(choice)  # a reconfiguration is named within what parses
+                index, changed = cublaslt.parse_cublaslt(choice)  # a reconfiguration is named within what parses
                 assert index >= 0 and set(changed) <= {"split_k", "cta_swizzling"}
             else:
                 assert choice in ("torch", "torch_padded"), choice

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from warpforge.gemm import choices, dispatch
+from warpforge.gemm import choices, cublaslt, dispatch
 from warpforge.gemm.shapes import GemmShape
 
 pytestmark = pytest.mark.gpu
@@ -52,7 +52,7 @@ def test_split_reductions_are_deterministic(family: str) -> None:
 def test_cublaslt_algorithms_are_all_correct() -> None:
     shape = GemmShape(128, 4096, 4096)
     a, b = choices.make_inputs(shape, "nt", "cuda", 0)
-    lt = choices.CublasLt.for_problem(a, b, "nt")
+    lt = cublaslt.CublasLt.for_problem(a, b, "nt")
     assert lt.algorithms
     for i in range(len(lt.algorithms)):
         assert choices.rel_error(lt.call(i)(a, b), choices.reference(a, b, "nt")) < 1e-3
@@ -62,7 +62,7 @@ def test_cublaslt_reconfigurations_are_checked_sized_and_correct() -> None:
     # long K, small M x N: where splitting K pays, if any algorithm of this cuBLASLt allows it
     shape = GemmShape(64, 256, 16384)
     a, b = choices.make_inputs(shape, "nn", "cuda", 0)
-    lt = choices.CublasLt.for_problem(a, b, "nn")
+    lt = cublaslt.CublasLt.for_problem(a, b, "nn")
     import dataclasses
 
     fields = {f.name for f in dataclasses.fields(lt.algorithms[0].capabilities)}
@@ -82,7 +82,7 @@ def test_cublaslt_reconfigurations_are_checked_sized_and_correct() -> None:
         built += 1
         assert choices.rel_error(fn(a, b), choices.reference(a, b, "nn")) < 1e-3, name
         info = lt.describe(name)
-        _, settings = choices.parse_cublaslt(name)
+        _, settings = cublaslt.parse_cublaslt(name)
         for key, value in settings.items():
             assert int(info[key]) == value, (name, info)  # the copy carries the change ...
     assert built, variants

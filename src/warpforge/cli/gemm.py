@@ -99,7 +99,7 @@ def cmd_gemm(args: argparse.Namespace) -> int:
 
 
 def _cmd_task(args: argparse.Namespace) -> int:
-    from warpforge.gemm.choices import task_source
+    from warpforge.gemm.task_file import task_source
     from warpforge.gemm.shapes import GemmShape
 
     try:

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from warpforge.evaluate.hardware import fingerprint
-from warpforge.gemm import choices, dispatch
+from warpforge.gemm import choices, cublaslt, dispatch
 from warpforge.gemm.shapes import GemmShape, gpu_slug
 from warpforge.gemm.tune import FINAL, SCREEN, ShapeBench, device_name, release_memory
 
@@ -105,7 +105,7 @@ def bench_shape(shape: GemmShape, layout: str, device: str, settings: BenchSetti
     lt_names: list[str] = []
     if settings.cublaslt and device == "cuda":
         try:
-            lt = choices.CublasLt.for_problem(a0, b0, layout)
+            lt = cublaslt.CublasLt.for_problem(a0, b0, layout)
             lt_names = lt.names(settings.lt_variants)
         except Exception as exc:
             base["cublaslt_error"] = f"{type(exc).__name__}: {exc}"[:300]

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from warpforge.errors import UsageError
+from warpforge.gemm.layout import LAYOUTS
 
 if TYPE_CHECKING:
     import torch
 
     from warpforge.gemm.shapes import GemmShape
 
-LAYOUTS = ("nn", "nt")
 """nn: B is (K, N) row-major. nt: B is (N, K) row-major (a linear layer's weight) and C = A @ B.T."""
 
 CUDA_TYPES = {"float16": "half", "bfloat16": "__nv_bfloat16"}

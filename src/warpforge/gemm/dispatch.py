@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from warpforge.errors import UsageError
-from warpforge.gemm import choices
+from warpforge.gemm import choices, cublaslt
 from warpforge.gemm.shapes import gpu_slug
 
 _DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
@@ -121,7 +121,7 @@ def forget_kernels() -> None:
     tables: a benchmark over many shapes releases each shape's memory before the next."""
     with _lock:
         _fns.clear()
-    choices.CublasLt.forget_all()
+    cublaslt.CublasLt.forget_all()
 
 
 def reset() -> None:

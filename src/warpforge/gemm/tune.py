@@ -39,7 +39,7 @@ import torch
 from warpforge import metrics
 from warpforge.errors import UsageError
 from warpforge.evaluate.bench import summarize, time_calls
-from warpforge.gemm import choices
+from warpforge.gemm import choices, cublaslt
 from warpforge import jsonl
 from warpforge.gemm.shapes import GemmShape, gpu_slug
 
@@ -190,7 +190,7 @@ def tune_shape(shape: GemmShape, layout: str, device: str, settings: TuneSetting
     lt_names: list[str] = []
     if settings.cublaslt and device == "cuda":
         try:
-            lt = choices.CublasLt.for_problem(*sb.sets[0], layout)
+            lt = cublaslt.CublasLt.for_problem(*sb.sets[0], layout)
             lt_names = lt.names(settings.lt_variants)
             record["cublaslt_algorithms"] = [lt.describe(i) for i in range(len(lt.algorithms))]
         except Exception as exc:
@@ -299,7 +299,7 @@ def release_memory(device: str) -> None:
     """Give back what one shape's measurement held: the cached cuBLASLt plans (with the operands,
     outputs and workspaces they keep) and the CUDA allocator's free blocks. Without it a sweep's
     memory grows with every large shape (an H200 ran out at 137 GiB on the llm set)."""
-    choices.CublasLt.forget_all()
+    cublaslt.CublasLt.forget_all()
     gc.collect()
     if device == "cuda" and torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -321,7 +321,7 @@ def build_table(records: list[dict[str, Any]], gpu: str) -> dict[str, Any]:
                                   "torch_ms": r["baselines"]["torch"]["ms"]}
         if r["choice"].startswith("cublaslt:"):
             algos = r.get("cublaslt_algorithms") or []
-            index, changed = choices.parse_cublaslt(r["choice"])
+            index, changed = cublaslt.parse_cublaslt(r["choice"])
             if changed and r["choice"] in (r.get("cublaslt_variants") or {}):
                 entries[record_key(r)]["cublaslt_algorithm"] = r["cublaslt_variants"][r["choice"]]
             elif index < len(algos):
