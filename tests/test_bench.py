@@ -40,3 +40,19 @@ def test_every_unseen_set_is_timed_and_samples_are_kept():
     assert set(range(N_SETS - UNSEEN, N_SETS)) <= set(calls)
     assert summary["n"] == len(summary["samples_ms"]) >= 3 * UNSEEN + 3
     assert summary["min_ms"] <= summary["median_ms"] <= max(summary["samples_ms"])
+
+
+def test_the_content_cache_probe_compares_first_seen_calls_with_the_repeats_beside_them() -> None:
+    """bench.first_seen_and_repeats: the fastest first-seen call against the median of the (up to
+    two each side) calls on seen sets beside it, not the run's median (slow early CPU calls)."""
+    from warpforge.evaluate.bench import first_seen_and_repeats
+
+    # a slow start (5 ms), then 1 ms repeats; the first-seen calls at 3 and 7 read 1.1 and 0.9 ms
+    times = [5.0, 5.0, 1.0, 1.1, 1.0, 1.0, 1.0, 0.9, 1.0, 1.0, 1.0, 1.0]
+    seen = [i in (3, 7) for i in range(len(times))]
+    probe = first_seen_and_repeats(times, seen)
+    assert probe == {"first_seen_min_ms": 0.9, "repeat_median_ms": 1.0}
+    cache = [1.0 if s else 0.1 for s in seen]  # much faster on values it has seen
+    assert first_seen_and_repeats(cache, seen)["repeat_median_ms"] == 0.1
+    assert first_seen_and_repeats(times, [False] * len(times)) == {}  # no first-seen call
+    assert first_seen_and_repeats([1.0, 1.0], [True, False]) == {}  # fewer than 3 repeats beside it

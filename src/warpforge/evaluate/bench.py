@@ -314,17 +314,24 @@ def _time_calls(call: Callable[[list[Any]], Any], prepare: Callable[[int], list[
     if tail_ms:
         summary["tail_median_ms"] = statistics.median(tail_ms)
         summary["sync_floor_ms"] = statistics.median(matched_ms) if matched_ms else floor_ms
-    # the last `unseen_sets` sets were never given to the program before the timed loop; the
-    # rest are values it has seen (at new addresses now). A program much faster on values it
-    # has seen is caching results by content.
-    # Repeats are taken from the calls next to the first-seen ones, not from the whole run: on a
-    # CPU the first dozen timed calls can run 3-5x slower than the rest (measured: 1.0 ms, then
-    # 0.2 ms), and first-seen calls are among the first by design.
+    summary.update(first_seen_and_repeats(device_ms, first_seen))
+    return summary
+
+
+def first_seen_and_repeats(device_ms: list[float], first_seen: list[bool]) -> dict[str, float]:
+    """The content-cache probe's two numbers: the fastest call on a set first seen in the timed
+    loop (`first_seen_min_ms`) and the median of the calls next to those on sets seen before
+    (`repeat_median_ms`); {} without first-seen calls or with fewer than 3 repeats beside them.
+
+    The last `unseen_sets` sets were never given to the program before the timed loop; the rest
+    are values it has seen (at new addresses now). A program much faster on values it has seen is
+    caching results by content. Repeats are taken from the calls next to the first-seen ones, not
+    from the whole run: on a CPU the first dozen timed calls can run 3-5x slower than the rest
+    (measured: 1.0 ms, then 0.2 ms), and first-seen calls are among the first by design."""
     fresh_at = [i for i, f in enumerate(first_seen) if f]
     fresh = [device_ms[i] for i in fresh_at]
     near = sorted({j for i in fresh_at for j in range(i - 2, i + 3) if 0 <= j < len(device_ms) and not first_seen[j]})
     repeat = [device_ms[j] for j in near]
-    if fresh and len(repeat) >= 3:
-        summary["first_seen_min_ms"] = min(fresh)
-        summary["repeat_median_ms"] = statistics.median(repeat)
-    return summary
+    if not fresh or len(repeat) < 3:
+        return {}
+    return {"first_seen_min_ms": min(fresh), "repeat_median_ms": statistics.median(repeat)}
