@@ -517,3 +517,19 @@ def test_one_evaluator_seam_in_process_or_on_a_pool() -> None:
     assert all(isinstance(r, EvalResult) for r in here + there)
     assert [r.status for r in here] == [r.status for r in there] == ["correct", "runtime_error"]
     assert all(not s.proc.is_alive() for s in pool.slots)
+
+
+def test_a_judge_is_recycled_after_its_evaluations_and_the_count_starts_again_with_a_new_one() -> None:
+    """LocalEvaluator(recycle_after=2): the second evaluation closes the task's Judge, the third
+    starts a fresh one, which is then kept for one more (the count belongs to the Judge)."""
+    from warpforge import Candidate, load_task
+    from warpforge.evaluator import LocalEvaluator
+
+    task, candidate = load_task(PAIRS[0][0]), Candidate.from_file(PAIRS[0][1])
+    with LocalEvaluator(CONFIG, recycle_after=2) as local:
+        first = local.judge(task)
+        assert local.evaluate(task, candidate).correct and local.judge(task) is first
+        assert local.evaluate(task, candidate).correct and not local._judges  # recycled after two
+        assert local.evaluate(task, candidate).correct
+        second = local.judge(task)
+        assert second is not first and local._uses == {(task.name, task.source_hash): 1}

@@ -44,12 +44,15 @@ class Evaluator(Protocol):
 class LocalEvaluator:
     """Evaluates in this process, one candidate at a time, keeping a warm Judge per task (up to
     `max_judges`; the least recently used is closed first). A Judge whose evaluation raised is
-    closed, and the task's next candidate starts a fresh one."""
+    closed, and so is one that has evaluated `recycle_after` candidates (when given); the task's
+    next candidate starts a fresh one."""
 
-    def __init__(self, config: EvalConfig | None = None, max_judges: int = 4) -> None:
+    def __init__(self, config: EvalConfig | None = None, max_judges: int = 4, recycle_after: int | None = None) -> None:
         self.config = config or EvalConfig()
         self.max_judges = max(1, max_judges)
+        self.recycle_after = recycle_after
         self._judges: OrderedDict[tuple[str, str], Judge] = OrderedDict()
+        self._uses: dict[tuple[str, str], int] = {}  # evaluations by each warm Judge
 
     def __enter__(self) -> LocalEvaluator:
         return self
@@ -69,10 +72,15 @@ class LocalEvaluator:
         """`submit(...).result()`, without the future."""
         judge = self.judge(task)
         try:
-            return judge.evaluate(candidate)
+            result = judge.evaluate(candidate)
         except BaseException:
             self.drop(task)
             raise
+        key = (task.name, task.source_hash)
+        self._uses[key] = self._uses.get(key, 0) + 1
+        if self.recycle_after and self._uses[key] >= self.recycle_after:
+            self.drop(task)
+        return result
 
     def judge(self, task: Task) -> Judge:
         """The task's warm Judge, started on first use (most recently used last)."""
@@ -82,18 +90,22 @@ class LocalEvaluator:
         judge = self._judges.pop(key, None)
         if judge is None:
             while len(self._judges) >= self.max_judges:
-                self._judges.popitem(last=False)[1].close()
+                oldest, evicted = self._judges.popitem(last=False)
+                self._uses.pop(oldest, None)
+                evicted.close()
             judge = Judge(task, self.config)
         self._judges[key] = judge
         return judge
 
     def drop(self, task: Task) -> None:
         """Close the task's Judge, if one is warm."""
+        self._uses.pop((task.name, task.source_hash), None)
         judge = self._judges.pop((task.name, task.source_hash), None)
         if judge is not None:
             judge.close()
 
     def close(self) -> None:
+        self._uses.clear()
         while self._judges:
             self._judges.popitem()[1].close()
 

@@ -54,16 +54,13 @@ class EvalWorker:
                  env: dict[str, str] | None = None, judges: int = 4) -> None:
         os.environ.update(env or {})  # e.g. the pool's TORCH_CUDA_ARCH_LIST, before any Judge starts a child
         self.config = config_from_dict(config)
-        self.recycle_after = recycle_after
         self.name = name or f"pid{os.getpid()}"
-        self.evaluator = LocalEvaluator(self.config, judges)
-        self._counts: dict[tuple[str, str], int] = {}  # evaluations by each task's current Judge
+        self.evaluator = LocalEvaluator(self.config, judges, recycle_after)
 
     def run(self, task_path: str, candidate_path: str, source: str | None = None) -> dict[str, Any]:
         from warpforge.candidate import Candidate
         from warpforge.task import load_task
 
-        task = None
         try:
             task = load_task(task_path)
             candidate = Candidate(source) if source is not None else Candidate.from_file(candidate_path)
@@ -76,18 +73,11 @@ class EvalWorker:
         cuda_error = "cuda" in str(result.get("reason", "")).lower() and result.get("status") in ("crashed", "runtime_error")
         if cuda_error:  # the GPU may be left in a bad state: start every task afresh
             self.close()
-        elif task is not None:
-            key = (task.name, task.source_hash)
-            self._counts[key] = self._counts.get(key, 0) + 1
-            if self._counts[key] >= self.recycle_after:
-                self.evaluator.drop(task)
-                del self._counts[key]
         result.update(task=task_path, candidate=candidate_path, worker=self.name)
         return result
 
     def close(self) -> None:
         self.evaluator.close()
-        self._counts.clear()
 
 
 def _local_worker_main(conn: Any, config: dict[str, Any], env: dict[str, str], name: str, recycle_after: int) -> None:
