@@ -40,6 +40,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
+@pytest.mark.slow  # a C++ build on a fresh cache, 30-40 s: the slow lane (README)
 def test_data_is_split_by_task(workdir: Path) -> None:
     out = workdir / "d"
     assert main(["train", "data", "--archive", str(workdir / "a.db"), "--out", str(out), "--tasks", "level1/relu",
@@ -55,6 +56,7 @@ def test_data_is_split_by_task(workdir: Path) -> None:
     assert 60 < len(held) < 140 and held == [n for n in names if data.is_eval_task(n, 0.25)]
 
 
+@pytest.mark.slow  # a C++ build on a fresh cache, 30-40 s: the slow lane (README)
 def test_sft_self_training_grpo_and_resume(workdir: Path) -> None:
     d = workdir / "d"
     if not (d / "sft_train.jsonl").exists():
@@ -111,6 +113,7 @@ def test_sft_self_training_grpo_and_resume(workdir: Path) -> None:
     assert main(["train", "plot", str(workdir / "nope"), "--out", str(workdir / "page")]) == 2
 
 
+@pytest.mark.slow  # a C++ build on a fresh cache, 30-40 s: the slow lane (README)
 @pytest.mark.parametrize("pooled", [False, True], ids=["in-process", "worker-pool"])
 def test_exploit_completions_get_the_exploit_reward(pooled: bool) -> None:
     """In this process or on a pool of workers (how a GRPO batch is scored in parallel), the
