@@ -9,6 +9,9 @@ inputs; the variants differ in one thing each:
   poisoned      reference, after filling and freeing 2 GB        (the candidate's verification)
   mmap_inputs   reference, inputs read back with torch.load(mmap=True) from a file
   candidate     state_dict + poisoned + mmap_inputs              (all three, as the candidate)
+  env_only      reference, in a child with the sandbox's allow-listed environment (jail.environment)
+  jailed        reference, in that environment inside the bubblewrap sandbox (as the candidate runs)
+  jailed_cand   candidate, inside the sandbox
 
     python benchmarks/rnn_aa_probe.py --out DIR [--task .kb/KernelBench/level3/40_GRUHidden.py]
 writes DIR/rnn_aa_probe.json and prints each variant's median over `--runs` fresh processes.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -27,7 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-VARIANTS = ["reference", "state_dict", "poisoned", "mmap_inputs", "candidate"]
+VARIANTS = ["reference", "state_dict", "poisoned", "mmap_inputs", "candidate", "env_only", "jailed", "jailed_cand"]
+# the variants that run another variant's build in another kind of process
+AS_CHILD = {"env_only": "reference", "jailed": "reference", "jailed_cand": "candidate"}
 
 
 def one(task_path: str, variant: str, device: str) -> float:
@@ -66,13 +72,35 @@ def one(task_path: str, variant: str, device: str) -> float:
     return float(timing["median_ms"])
 
 
+def _run_variant(task: str, variant: str, device: str) -> subprocess.CompletedProcess[str]:
+    """Time `variant` in a fresh process: a plain child, or one in the sandbox's environment,
+    or one inside the sandbox itself (the task and this script copied into its work folder)."""
+    build = AS_CHILD.get(variant, variant)
+    if variant not in AS_CHILD:
+        return subprocess.run([sys.executable, __file__, "--task", task, "--device", device, "--variant", build],
+                              capture_output=True, text=True, check=False)
+    from warpforge.evaluate import jail
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp).resolve()
+        (work / "task.py").write_text(Path(task).read_text())
+        (work / "probe.py").write_text(Path(__file__).read_text())
+        env = jail.environment()
+        src = str(Path(__file__).resolve().parents[1] / "src")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
+        prefix = jail.command(jail.Jail(str(work)), env) if variant.startswith("jailed") else []
+        return subprocess.run([*prefix, sys.executable, str(work / "probe.py"), "--task", str(work / "task.py"),
+                               "--device", device, "--variant", build], capture_output=True, text=True,
+                              check=False, env=env, cwd=str(work))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--task", default=".kb/KernelBench/level3/40_GRUHidden.py")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--runs", type=int, default=3, help="fresh processes per variant, taken in turn")
-    ap.add_argument("--variant", choices=VARIANTS, help="(internal) time one variant in this process")
+    ap.add_argument("--variant", choices=VARIANTS[:5], help="(internal) time one variant in this process")
     args = ap.parse_args()
     if args.variant:
         print(json.dumps({"median_ms": one(args.task, args.variant, args.device)}))
@@ -80,8 +108,7 @@ def main() -> None:
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
     for _ in range(args.runs):  # the variants in turn, so drift falls on all of them
         for variant in VARIANTS:
-            done = subprocess.run([sys.executable, __file__, "--task", args.task, "--device", args.device,
-                                   "--variant", variant], capture_output=True, text=True, check=False)
+            done = _run_variant(args.task, variant, args.device)
             if done.returncode:
                 print(f"{variant}: failed: {done.stderr[-800:]}", file=sys.stderr)
                 continue

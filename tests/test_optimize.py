@@ -140,7 +140,12 @@ def test_an_unknown_task_or_strategy_is_a_usage_error(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path: Path) -> None:
     archive = tmp_path / "archive.db"
-    command = [sys.executable, "-m", "warpforge.cli", "optimize", "level1/diag_matmul", "--llm", f"replay:{REPLIES}",
+    # every reply takes 3 s: the second generation is still being proposed well after the first
+    # evaluation lands, so the Ctrl-C below reaches a run in progress however busy the machine is
+    slow = tmp_path / "slow_replies.jsonl"
+    slow.write_text("".join(json.dumps({**json.loads(line), "delay_s": 3}) + "\n"
+                            for line in REPLIES.read_text().splitlines() if line.strip()))
+    command = [sys.executable, "-m", "warpforge.cli", "optimize", "level1/diag_matmul", "--llm", f"replay:{slow}",
                "--device", "cpu", "--archive", str(archive), "--max-candidates", "4", "--generation-size", "2",
                "--no-live"]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
