@@ -9,6 +9,11 @@ inputs; the variants differ in one thing each:
   poisoned      reference, after filling and freeing 2 GB        (the candidate's verification)
   mmap_inputs   reference, inputs read back with torch.load(mmap=True) from a file
   candidate     state_dict + poisoned + mmap_inputs              (all three, as the candidate)
+  profiled      reference, after the CUDA profiler (CUPTI) ran once in the process, as the
+                candidate process's warm-up does when the profile stage will run
+  teardown      profiled, with TEARDOWN_CUPTI=1 (Kineto finalizes CUPTI when a profile ends)
+Each variant also reports the seconds of one profile session after its timing (profile_s):
+what the profile stage costs in that process.
   env_only      reference, in a child with the sandbox's allow-listed environment (jail.environment)
   jailed        reference, in that environment inside the bubblewrap sandbox (as the candidate runs)
   jailed_cand   candidate, inside the sandbox
@@ -27,17 +32,19 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-VARIANTS = ["reference", "state_dict", "poisoned", "mmap_inputs", "candidate", "env_only", "jailed", "jailed_cand"]
+VARIANTS = ["reference", "state_dict", "poisoned", "mmap_inputs", "candidate", "profiled", "teardown", "env_only", "jailed", "jailed_cand"]
 # the variants that run another variant's build in another kind of process
 AS_CHILD = {"env_only": "reference", "jailed": "reference", "jailed_cand": "candidate"}
 
 
-def one(task_path: str, variant: str, device: str) -> float:
-    """The median time of the task's forward, built as `variant` says, in this process."""
+def one(task_path: str, variant: str, device: str) -> tuple[float, float]:
+    """The median time of the task's forward, built as `variant` says, in this process, and the
+    seconds of one profile session of it afterwards."""
     import torch
 
     from warpforge.evaluate import bench
@@ -62,6 +69,13 @@ def one(task_path: str, variant: str, device: str) -> float:
             torch.save([x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs], path)
             loaded = torch.load(path, weights_only=True, mmap=True)
             inputs = [x.to(device).clone() if isinstance(x, torch.Tensor) else x for x in loaded]
+    if variant in ("profiled", "teardown"):
+        from warpforge.evaluate.worker import _warm_up
+
+        if variant == "teardown":
+            os.environ["TEARDOWN_CUPTI"] = "1"
+
+        _warm_up(profiler=True)
     if variant in ("poisoned", "candidate"):
         junk = torch.empty(2 << 30 if device == "cuda" else 256 << 20, dtype=torch.uint8, device=device)
         junk.fill_(0xFF)
@@ -69,7 +83,14 @@ def one(task_path: str, variant: str, device: str) -> float:
     with torch.no_grad():
         timing = bench.time_calls(lambda args: model(*args), lambda i: [x.clone() if isinstance(x, torch.Tensor)
                                                                           else x for x in inputs], 1, device)
-    return float(timing["median_ms"])
+        started = time.perf_counter()
+        if device == "cuda":
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CUDA]):
+                model(*inputs)
+                torch.cuda.synchronize()
+    return float(timing["median_ms"]), time.perf_counter() - started
 
 
 def _run_variant(task: str, variant: str, device: str) -> subprocess.CompletedProcess[str]:
@@ -99,29 +120,45 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--task", default=".kb/KernelBench/level3/40_GRUHidden.py")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--only", help="comma-separated variants to run (default: all)")
     ap.add_argument("--runs", type=int, default=3, help="fresh processes per variant, taken in turn")
-    ap.add_argument("--variant", choices=VARIANTS[:5], help="(internal) time one variant in this process")
+    ap.add_argument("--variant", choices=VARIANTS[:7], help="(internal) time one variant in this process")
     args = ap.parse_args()
     if args.variant:
-        print(json.dumps({"median_ms": one(args.task, args.variant, args.device)}))
+        median_ms, profile_s = one(args.task, args.variant, args.device)
+        print(json.dumps({"median_ms": median_ms, "profile_s": profile_s}))
         return
-    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    chosen = args.only.split(",") if args.only else VARIANTS
+    times: dict[str, list[float]] = {v: [] for v in chosen}
+    profile_s: dict[str, list[float]] = {v: [] for v in chosen}
     for _ in range(args.runs):  # the variants in turn, so drift falls on all of them
-        for variant in VARIANTS:
+        for variant in chosen:
             done = _run_variant(args.task, variant, args.device)
             if done.returncode:
                 print(f"{variant}: failed: {done.stderr[-800:]}", file=sys.stderr)
                 continue
-            times[variant].append(json.loads(done.stdout.strip().splitlines()[-1])["median_ms"])
-    base = statistics.median(times["reference"]) if times["reference"] else float("nan")
-    rows = {v: {"median_ms": statistics.median(t), "runs_ms": t, "vs_reference": base / statistics.median(t)}
-            for v, t in times.items() if t}
-    for v, r in rows.items():
-        print(f"{v:12s} {r['median_ms']:9.3f} ms  reference/this {r['vs_reference']:.3f}x  runs {r['runs_ms']}")
+            row = json.loads(done.stdout.strip().splitlines()[-1])
+            times[variant].append(row["median_ms"])
+            profile_s[variant].append(row["profile_s"])
+            print(f"{variant}: {row['median_ms']:.3f} ms, profile {row['profile_s']:.1f} s", flush=True)
+            _report(args, times, profile_s)  # after every process, so a run cut short keeps what it has
+    for v, r in _report(args, times, profile_s).items():
+        print(f"{v:12s} {r['median_ms']:9.3f} ms  reference/this {r['vs_reference']:.3f}x  "
+              f"runs {[round(t, 2) for t in r['runs_ms']]}  profile s {[round(t, 1) for t in r['profile_s']]}")
+
+
+def _report(args: argparse.Namespace, times: dict[str, list[float]],
+            profile_s: dict[str, list[float]]) -> dict[str, dict[str, object]]:
+    """Each variant's median and runs; written to OUT/rnn_aa_probe.json when --out is given."""
+    base = statistics.median(times["reference"]) if times.get("reference") else float("nan")
+    rows: dict[str, dict[str, object]] = {
+        v: {"median_ms": statistics.median(t), "runs_ms": t, "vs_reference": base / statistics.median(t),
+            "profile_s": profile_s[v]} for v, t in times.items() if t}
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "rnn_aa_probe.json").write_text(json.dumps({"task": args.task, "device": args.device,
                                                                 "variants": rows}, indent=1))
+    return rows
 
 
 if __name__ == "__main__":

@@ -80,3 +80,43 @@ def test_the_sync_round_trip_is_taken_off_but_work_on_another_stream_still_count
         assert 0 < quick["sync_floor_ms"] <= cap + 1e-9 and quick["tail_median_ms"] > 0
         cheat = bench.time_calls(hidden, lambda i: [x], 1, "cuda", min_reps=3, max_reps=5, sync_floor=rule)
         assert cheat["median_ms"] > 0.5, rule  # ~1 ms of spinning on the side stream, counted
+
+
+LAUNCH_BOUND_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    \"\"\"A two-layer LSTM over 256 steps: thousands of small kernel launches a call.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(64, 64, num_layers=2, batch_first=True)
+
+    def forward(self, x):
+        return self.lstm(x)[0]
+
+
+def get_inputs():
+    return [torch.randn(8, 256, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.gpu
+def test_a_launch_bound_task_reads_one_against_itself_with_the_profile_stage_on(tmp_path):
+    """The profile stage starts CUPTI, which slows every later launch in its process (0.71x on an
+    LSTM when a spare started it before the timing): the timing must come first."""
+    from warpforge.calibrate import as_candidate
+
+    path = tmp_path / "lstm_task.py"
+    path.write_text(LAUNCH_BOUND_TASK)
+    task = load_task(str(path))
+    result = evaluate(task, as_candidate(task), EvalConfig(device="cuda", size="cpu", compile_baseline=False))
+    assert result.status == "correct", f"{result.status}: {result.reason}"
+    assert result.kernels, "the profile stage did not run"
+    assert 0.9 < result.speedup < 1.1, (result.speedup, result.speedup_interval)

@@ -107,7 +107,7 @@ class EvalConfig:
     when the user set it, else 1. Not used on CUDA."""
     spare_workers: int | None = None
     """Candidate processes a `Judge` keeps started ahead, so their start-up (torch import, CUDA
-    context, profiler: 11-15 s measured on an H100) overlaps earlier candidates; they are paused
+    context: 4-6 s measured on an H100) overlaps earlier candidates; they are paused
     (SIGSTOP) whenever anything is timed. Each holds a CUDA context (~0.5 GB of GPU memory).
     None = 3 on CUDA, 1 on CPU."""
 

@@ -113,7 +113,7 @@ class Judge:
     entropy) and their float64 outputs for *every* candidate, so no candidate can reuse what an
     earlier one saw; the baselines are timed once, in that clean process. Every candidate
     still runs in a fresh sandboxed process of its own; `config.spare_workers` of them are kept
-    started ahead, so their imports, CUDA context and profiler start-up are paid while earlier
+    started ahead, so their imports and CUDA context are paid while earlier
     candidates run or the caller prepares the next one. Spares are paused (SIGSTOP) whenever
     anything is timed, so their start-up never overlaps a measurement. Use as a context
     manager, or call `close()`.
@@ -208,14 +208,13 @@ class Judge:
     # -- the candidate process ---------------------------------------------------------------
 
     def _start_worker(self) -> tuple[Child, Path]:
-        """A candidate process that imports torch, starts CUDA and the profiler, then waits for a
-        spec; it reads nothing of any candidate before that."""
+        """A candidate process that imports torch and starts CUDA, then waits for a spec; it reads
+        nothing of any candidate before that."""
         self._count += 1
         workdir = self._tmp / f"candidate-{self._count}" / "work"
         workdir.mkdir(parents=True)
         (workdir.parent / "cache").mkdir()
-        warm_profiler = ["--warm-profiler"] if self.cfg.profile and self.cfg.bench else []
-        worker = Child("warpforge.evaluate.worker", warm_profiler, env=_child_env(self.cfg), cwd=str(workdir),
+        worker = Child("warpforge.evaluate.worker", [], env=_child_env(self.cfg), cwd=str(workdir),
                        output_limit_bytes=self.cfg.output_limit_kb * 1024,
                        jail=_jail(self.cfg, workdir, workdir.parent / "cache", hidden=(str(self._tmp),)))
         self._workers.append((worker, workdir))
