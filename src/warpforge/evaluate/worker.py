@@ -17,12 +17,12 @@ import sys
 import threading
 import time
 import traceback
-from collections import deque
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from warpforge.errors import Rejected
 from warpforge.evaluate import bench, debug, inputs as inputs_mod, sandbox, state
@@ -30,6 +30,7 @@ from warpforge.evaluate.guard import Guard
 from warpforge.evaluate.inputs import fast_serialization, fingerprint, inputs_changed, split_outputs
 
 _Tensor = torch.Tensor
+_expired = StorageWeakRef.expired  # bound now: replacing it on the class later does not reach this
 _restore = state.restore  # bound now, as the guard binds what it checks
 _mutated = inputs_changed
 _type = type
@@ -82,13 +83,14 @@ def main() -> None:
         channel.send("stage", name="verify")
         outputs = _verify(channel, model, saved, data["trials"][: spec["verify_sets"]], spec, device, check,
                           threads_before)
+        earlier = _weak_refs(outputs)
+        del outputs  # freed: only a candidate that kept them keeps their memory (see _bench)
         command = sys.stdin.readline().strip()
         if command != "bench":
             channel.send("done")
             return
         channel.send("stage", name="bench")
-        _bench(channel, model, saved, data["trials"], spec, device, check, threads_before, outputs)
-        del outputs
+        _bench(channel, model, saved, data["trials"], spec, device, check, threads_before, earlier)
         if spec["profile"]:
             channel.send("stage", name="profile")
             channel.send("profile", **_profile(model, data["trials"][0], spec, device))
@@ -261,9 +263,15 @@ def _verify(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.
     return kept
 
 
+def _weak_refs(outputs: list[list[_Tensor]]) -> dict[int, StorageWeakRef]:
+    """Each output's storage address and a weak reference to that storage."""
+    return {_storage(o): StorageWeakRef(o.untyped_storage()) for outs in outputs for o in outs
+            if isinstance(o, _Tensor) and o.numel()}
+
+
 def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.Saved], trials: list[list[Any]],
            spec: dict[str, Any], device: str, check: Callable[[], str | None], threads_before: set[threading.Thread],
-           verified: list[list[_Tensor]]) -> None:
+           earlier: dict[int, StorageWeakRef]) -> None:
     positions = [torch.tensor(p, dtype=torch.long) for p in spec["positions"]]
     sets = [_to_device(t, device) for t in trials]
     prints: list[list[Any]] = []
@@ -273,10 +281,11 @@ def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.S
         _restore(saved)
         return [v.clone() if isinstance(v, _Tensor) else v for v in sets[i]]
 
-    # outputs still alive (the verified ones, the recent timed ones): an honest call cannot get
-    # their memory from the allocator, so returning one of them again is a reused buffer
-    recent: deque[list[_Tensor]] = deque(maxlen=len(sets))
-    verified_storages = {_storage(o) for outs in verified for o in outs if isinstance(o, _Tensor)} - {-1}
+    # Every earlier output (verified or timed) is remembered by address, with a weak reference to
+    # its storage. One still alive when a later call returns its address again was kept by the
+    # candidate and handed back; one that was freed may honestly be given out again by the
+    # allocator. (Holding the outputs themselves instead took the memory of every verified and
+    # every recent output: 36 GiB more for a task with 6 GiB outputs, which ran the GPU out.)
 
     def after_call(i: int, args: list[Any], out: Any) -> None:
         """The verify stage's rules, for every timed call too."""
@@ -287,12 +296,13 @@ def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.S
             raise Rejected(problem)
         if _mutated(sets[i], args):
             raise Rejected("forward() modified its input tensors in place during a timed call")
-        held = ({_storage(a) for a in args if isinstance(a, _Tensor)} | verified_storages
-                | {_storage(o) for outs_ in recent for o in outs_}) - {-1}
-        if any(isinstance(o, _Tensor) and _storage(o) in held for o in outs):
-            raise Rejected("a timed call returned a buffer it did not allocate for that call (an input, or an "
-                           "earlier call's output, which is still alive)")
-        recent.append([o for o in outs if isinstance(o, _Tensor)])
+        inputs = {_storage(a) for a in args if isinstance(a, _Tensor)} - {-1}
+        for o in outs:
+            key = _storage(o)
+            if key != -1 and (key in inputs or (key in earlier and not _expired(earlier[key]))):
+                raise Rejected("a timed call returned a buffer it did not allocate for that call (an input, or an "
+                               "earlier call's output, which is still alive)")
+        earlier.update(_weak_refs([outs]))
 
     def call(args: list[Any]) -> Any:
         return model(*args)
