@@ -31,11 +31,12 @@ from warpforge.evaluate import compile as compile_mod
 from warpforge.evaluate.inputs import fingerprint_positions
 from warpforge.evaluate import jail
 from warpforge.evaluate.paired import Rounds
+from warpforge.evaluate.protocol import ParentView
 from warpforge.evaluate.sandbox import Child
 from warpforge.evaluate.static import check_source
 from warpforge.evaluate.verdict import (CONTENT_CACHE_RATIO, SPEED_OF_LIGHT_SLACK, Reference, comparison_from,
                                         content_cache_suspected, decide, with_verdict)
-from warpforge.evaluate.verify import Comparison, degenerate_note, tolerance_for
+from warpforge.evaluate.verify import Comparison, RefSummary, degenerate_note, tolerance_for
 from warpforge.task import Task
 
 __all__ = ["CONTENT_CACHE_RATIO", "SPEED_OF_LIGHT_SLACK", "Judge", "content_cache_suspected", "evaluate", "needs_build",
@@ -251,44 +252,47 @@ class Judge:
         staged = self._staged
         spec_path = workdir / "spec.json"
         spec_path.write_text(json.dumps(spec))
-        verdict: dict[str, Any] = {}
         paused: list[Child] = []
-        rounds = Rounds(cfg.paired_rounds, cfg.timing_bound, lambda: self._time_reference_round(positions),
-                        random.Random(secrets.randbits(31))) if cfg.bench and cfg.paired_rounds else None
-        verdict["rounds"] = rounds
+        view_rounds: list[dict[str, Any]] = []  # the timed rounds answered so far
+        view = ParentView(rounds=Rounds(cfg.paired_rounds, cfg.timing_bound, lambda: self._time_reference_round(positions),
+                                        random.Random(secrets.randbits(31))) if cfg.bench and cfg.paired_rounds else None)
 
         def on_message(message: dict[str, Any]) -> str | None:
+            rounds = view.rounds
             if message["type"] in ("bench", "bench_round"):
-                if not verdict.get("benching"):  # not asked for: a forged message, judged by decide()
+                if not view.benching or len(view_rounds) >= view.requested_rounds:
+                    view.unrequested += 1  # not asked for: a forged message, which decide() rejects
                     return None
+                view_rounds.append(message)
                 if rounds is None or not rounds.after_candidate(message.get("timing")):
                     return "end"
                 rounds.start_round()
+                view.requested_rounds += 1
                 return "again"
-            if message["type"] != "verified" or "comparison" in verdict:
+            if message["type"] != "verified" or view.comparison is not None:
                 return None
             # the files this harness told it to write, whatever paths the message names
             files = [str(workdir / f"out_{i}.pt") for i in range(reference.verify_sets)]
-            verdict["comparison"], verdict["summaries"] = self._compare(files, reference, positions)
-            if not (verdict["comparison"].ok and cfg.bench):
+            view.comparison, view.summaries = self._compare(files, reference, positions)
+            if not (view.comparison.ok and cfg.bench):
                 return "stop"
             paused.extend(child for child, _ in self._workers)  # no spare's start-up during the timed calls
             for child in paused:
                 child.pause()
             if rounds is not None:
                 rounds.start_round()
-            verdict["benching"] = True
+            view.benching, view.requested_rounds = True, 1
             return "bench"
 
         worker.send(str(spec_path))
-        verdict["sent"] = time.monotonic()
+        view.sent = time.monotonic()
         try:
             outcome = worker.wait(timeout_s=cfg.timeout_s, mem_limit_mb=candidate_memory_mb(cfg, workdir),
                                   on_message=on_message)
         finally:
             for child in paused:
                 child.resume()
-        result = decide(outcome, verdict, reference, cfg, base)
+        result = decide(outcome, view, reference, cfg, base)
         if cfg.sandbox and result.status != "compile_error":
             arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
             compile_mod.publish(cfg.cache_dir, compile_mod.cache_key(candidate.source, arch), workdir.parent / "cache",
@@ -312,7 +316,8 @@ class Judge:
         self._staged = compile_mod.stage(self.cfg.cache_dir, compile_mod.cache_key(candidate.source, arch), private)
         return compile_mod.private_env(jail.CACHE_MOUNT, arch)
 
-    def _compare(self, files: list[str], reference: Reference, positions: list[list[int]]) -> tuple[Comparison, Any]:
+    def _compare(self, files: list[str], reference: Reference,
+                 positions: list[list[int]]) -> tuple[Comparison, dict[tuple[int, int], RefSummary]]:
         """The reference process compares the candidate's outputs with the references it holds."""
         request = {"op": "compare", "files": files, "positions": positions,
                    "tolerances": [t.to_dict() for t in reference.tolerances]}

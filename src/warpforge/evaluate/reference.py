@@ -21,7 +21,6 @@ import os
 import random
 import sys
 import traceback
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -366,13 +365,12 @@ def _time_round(model: torch.nn.Module, pristine: list[module_state.Saved], inpu
         module_state.restore(pristine)
         return [x.clone() if isinstance(x, torch.Tensor) else x for x in sets[i]]
 
-    recent: deque[list[Any]] = deque(maxlen=len(sets))  # outputs kept alive a while, as the candidate's are
-
+    # (outputs are freed after their call, as the candidate's process frees them: it keeps only a
+    # weak reference to each)
     def after_call(i: int, args: list[Any], out: Any) -> None:
         outs = split_outputs(out)
         [fingerprint(o, p) for o, p in zip(outs, positions) if isinstance(o, torch.Tensor)]
         inputs_changed(sets[i], args)  # the answer does not matter here: the work between calls does
-        recent.append(outs)
 
     with torch.no_grad():
         timing = bench.time_calls(lambda args: model(*args), prepare, len(sets), device, after_call=after_call,

@@ -19,6 +19,7 @@ from warpforge.candidate import EvalResult, Stage, Status, Timing
 from warpforge.config import EvalConfig
 from warpforge.evaluate import compile as compile_mod
 from warpforge.evaluate.paired import Rounds
+from warpforge.evaluate.protocol import Evidence, ParentView
 from warpforge.evaluate.sandbox import ChildOutcome
 from warpforge.evaluate.verify import Comparison, RefSummary, Tolerance, compare_fingerprint
 
@@ -61,13 +62,12 @@ def comparison_from(reply: dict[str, Any]) -> tuple[Comparison, dict[tuple[int, 
     return comparison, summaries
 
 
-def _stage_seconds(outcome: ChildOutcome, sent: float | None) -> dict[str, float]:
+def _stage_seconds(evidence: Evidence, outcome: ChildOutcome, sent: float | None) -> dict[str, float]:
     """Seconds from each stage's start to the next message that starts another stage or ends;
     "waiting": from handing the candidate over (`sent`) until its process started on it (the
     rest of its start-up, when it was not yet idle)."""
-    marks = [(m["name"], m["_received"]) for m in outcome.messages
-             if m["type"] == "stage" and isinstance(m.get("name"), str) and "_received" in m]
-    ends = [m["_received"] for m in outcome.messages if m["type"] in ("done", "rejected", "runtime_error")]
+    marks = [(name, at) for name, at in evidence.stages if at is not None]
+    ends = evidence.end_times
     result: dict[str, float] = {}
     if sent is not None and marks:
         result["waiting"] = round(max(marks[0][1] - sent, 0.0), 3)
@@ -78,34 +78,27 @@ def _stage_seconds(outcome: ChildOutcome, sent: float | None) -> dict[str, float
     return result
 
 
-def _stage_of(outcome: ChildOutcome) -> str:
-    stages = [m["name"] for m in outcome.messages if m["type"] == "stage" and isinstance(m.get("name"), str)]
-    return stages[-1] if stages else "compile"
-
-
-def decide(outcome: ChildOutcome, verdict: dict[str, Any], reference: Reference, cfg: EvalConfig,
+def decide(outcome: ChildOutcome, view: ParentView, reference: Reference, cfg: EvalConfig,
            base: EvalResult) -> EvalResult:
-    by_type: dict[str, dict[str, Any]] = {}
-    for m in outcome.messages:
-        by_type.setdefault(m["type"], m)
-    stage = _stage_of(outcome)
+    """The verdict on one candidate, from its process's evidence and what the parent saw."""
+    evidence = Evidence.of(outcome)
+    stage = evidence.stage
     tail = outcome.output[-4000:]
     common = dataclasses.replace(
         base, output_tail=tail, trials=reference.verify_sets, warnings=tuple(reference.baseline_notes),
         reference=reference.baselines.get("eager"), compiled_reference=reference.baselines.get("torch_compile"),
-        stage_seconds={"reference": round(reference.seconds, 3), **_stage_seconds(outcome, verdict.get("sent"))})
-    comparison: Comparison | None = verdict.get("comparison")
+        stage_seconds={"reference": round(reference.seconds, 3), **_stage_seconds(evidence, outcome, view.sent)})
+    comparison = view.comparison
     if comparison is not None:
         common = dataclasses.replace(common, max_abs_err=comparison.max_abs_err, rel_l2_err=comparison.rel_l2_err)
-    if outcome.bad_messages or len([m for m in outcome.messages if m["type"] == "verified"]) > 1:
+    if outcome.bad_messages or evidence.verified > 1 or view.out_of_turn(evidence):
         return with_verdict(common, "rejected", "the candidate wrote to the harness's private channel", stage)
-    if "compile_error" in by_type:
-        log = by_type["compile_error"].get("trace", "") + "\n" + outcome.output
-        summary = compile_mod.summarize_errors(log)
-        return with_verdict(common, "compile_error", f"the candidate failed to import or compile: {by_type['compile_error']['message'][:300]}",
-                          "compile", compile_log=summary)
-    if "rejected" in by_type:
-        return with_verdict(common, "rejected", f"rejected: {by_type['rejected']['message']}", stage)
+    if evidence.compile_error is not None:
+        summary = compile_mod.summarize_errors(evidence.compile_error.trace + "\n" + outcome.output)
+        return with_verdict(common, "compile_error", "the candidate failed to import or compile: "
+                            f"{evidence.compile_error.message[:300]}", "compile", compile_log=summary)
+    if evidence.rejected is not None:
+        return with_verdict(common, "rejected", f"rejected: {evidence.rejected}", stage)
     if outcome.timed_out:
         return with_verdict(common, "timeout", f"killed after {cfg.timeout_s:g} s during the {stage} stage", stage)
     if outcome.out_of_memory:
@@ -113,25 +106,28 @@ def decide(outcome: ChildOutcome, verdict: dict[str, Any], reference: Reference,
                           "host memory", stage)
     if comparison is not None and not comparison.ok:
         return with_verdict(common, "incorrect", comparison.reason, "verify")
-    if "runtime_error" in by_type:
-        message = by_type["runtime_error"]["message"]
-        return with_verdict(common, "runtime_error", f"forward() raised during the {stage} stage: {message[:500]}", stage,
-                          compile_log=compile_mod.summarize_errors(by_type["runtime_error"].get("trace", "")))
-    if "done" not in by_type or comparison is None:
+    if evidence.runtime_error is not None:
+        return with_verdict(common, "runtime_error", f"forward() raised during the {stage} stage: "
+                            f"{evidence.runtime_error.message[:500]}", stage,
+                            compile_log=compile_mod.summarize_errors(evidence.runtime_error.trace))
+    if not evidence.done or comparison is None:
         how = f"was killed by {outcome.signal_name}" if outcome.signal_name else f"exited with code {outcome.returncode}"
         return with_verdict(common, "crashed", f"the candidate process {how} during the {stage} stage, before the harness "
                           "finished (anything it printed is ignored)", stage)
     if not cfg.bench:
         return with_verdict(common, "correct", comparison.reason + " (not timed)", "verify")
-    rounds = [m for m in outcome.messages if m["type"] in ("bench", "bench_round")]
-    return _decide_bench(by_type, rounds, reference, cfg, common, comparison, verdict.get("summaries", {}),
-                         verdict.get("rounds"))
+    return _decide_bench(evidence, reference, cfg, common, comparison, view.summaries, view.rounds)
 
 
-def _timed_calls_problem(prints_of: list[Any], reference: Reference,
+def _timed_calls_problem(prints_of: Any, reference: Reference,
                          summaries: dict[tuple[int, int], RefSummary]) -> str | None:
     """Why one round's timed outputs are not the reference's (their fingerprints), or None."""
-    for index, prints in prints_of:
+    if not isinstance(prints_of, list):
+        return "a timed round's report is malformed"
+    for entry in prints_of:
+        if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[0], int)):
+            return "a timed round's report is malformed"
+        index, prints = entry
         if not isinstance(prints, list) or len(prints) != len(reference.dtypes):
             return "a timed call returned a different number of outputs"
         for j, fp in enumerate(prints):
@@ -146,29 +142,28 @@ def _timed_calls_problem(prints_of: list[Any], reference: Reference,
     return None
 
 
-def _decide_bench(by_type: dict[str, dict[str, Any]], rounds: list[dict[str, Any]], reference: Reference,
-                  cfg: EvalConfig, common: EvalResult, comparison: Comparison,
-                  summaries: dict[tuple[int, int], RefSummary], paired: Rounds | None) -> EvalResult:
-    bench = by_type.get("bench")
+def _decide_bench(evidence: Evidence, reference: Reference, cfg: EvalConfig, common: EvalResult,
+                  comparison: Comparison, summaries: dict[tuple[int, int], RefSummary],
+                  paired: Rounds | None) -> EvalResult:
+    bench = evidence.bench
     if bench is None:
         return with_verdict(common, "crashed", "the candidate process finished without timing results", "bench")
-    for message in rounds:  # every round's timed calls, the first (with the unseen sets) and the paired ones
-        problem = _timed_calls_problem(message.get("fingerprints", []), reference, summaries)
+    for report in evidence.rounds:  # every round's timed calls, the first (with the unseen sets) and the paired ones
+        problem = _timed_calls_problem(report.fingerprints, reference, summaries)
         if problem:
             return with_verdict(common, "incorrect", problem, "bench")
-    timing = Timing.from_dict(bench["timing"])
+    timing = Timing.from_dict(bench.timing)
     if paired is not None and paired.reference:
-        common = _with_pairs(common, paired, [m["timing"] for m in rounds], cfg)
+        common = _with_pairs(common, paired, [r.timing for r in evidence.rounds], cfg)
         timing = common.candidate or timing
-    cached = content_cache_suspected(bench["timing"])
+    cached = content_cache_suspected(bench.timing)
     if cached:
         return with_verdict(common, "rejected", f"rejected: {cached}", "bench", candidate=timing)
     warnings = list(common.warnings)
-    if bench.get("native_threads_added"):
-        warnings.append(f"{bench['native_threads_added']} native threads appeared during the timed calls")
+    if bench.native_threads_added:
+        warnings.append(f"{bench.native_threads_added} native threads appeared during the timed calls")
     roofline = _roofline(reference, timing, cfg)
-    kernels = by_type.get("profile", {})
-    kernels = {k: v for k, v in kernels.items() if k not in ("type", "_received")}  # not the channel's stamp
+    kernels = evidence.profile or {}
     result = with_verdict(common, "correct", comparison.reason, "done", candidate=timing, roofline=roofline,
                    kernels=kernels, warnings=tuple(warnings))
     limit = roofline.get("impossible_below_ms", roofline.get("floor_ms"))
