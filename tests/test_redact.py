@@ -61,6 +61,7 @@ def _reference() -> object:
 
 def test_a_verdict_from_a_child_that_printed_the_key_carries_no_key(keys: None) -> None:
     from warpforge.config import EvalConfig
+    from warpforge.evaluate.protocol import ParentView
     from warpforge.evaluate.sandbox import ChildOutcome
     from warpforge.evaluate.verdict import decide
 
@@ -77,7 +78,7 @@ def test_a_verdict_from_a_child_that_printed_the_key_carries_no_key(keys: None) 
                    "_received": 2.0}],
         returncode=1, output=f"{PLAIN_KEY}\n")
     for outcome, status in ((failed_import, "compile_error"), (raised, "runtime_error")):
-        result = decide(outcome, {}, _reference(), cfg, base)  # type: ignore[arg-type]
+        result = decide(outcome, ParentView(), _reference(), cfg, base)
         assert result.status == status
         assert MARK in result.reason and MARK in result.output_tail
         text = json.dumps(result.to_dict())
