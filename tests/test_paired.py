@@ -129,3 +129,17 @@ def test_the_reference_round_compares_its_inputs_after_every_timed_call_as_the_c
                                    {"seed": 1, "positions": [[0, 63]],
                                     "bench_args": {"warmup_ms": 1.0, "rep_ms": 2.0, "min_reps": 5}})
     assert len(compared) == timing["n"] >= 5 and set(compared) == {1}
+
+
+def test_paired_timing_is_planned_off_when_both_processes_sets_cannot_fit_the_gpu() -> None:
+    from warpforge.evaluate.paired import pair_gpu_bytes, pair_memory_note
+
+    gib = 2**30
+    # KernelBench's 19_ReLU at its 2025 size: 6 GiB in, 6 GiB out, 3 sets; it ran an 80 GB GPU out
+    note = pair_memory_note(3, 6 * gib, 6 * gib, 79.2)
+    assert note is not None and "paired timing off" in note and "84 GiB of 79 GiB" in note
+    assert pair_gpu_bytes(3, 6 * gib, 6 * gib) == 84 * gib
+    # 11_4D_tensor_matrix_multiplication ran paired at 1.00x: about 2 GiB a set
+    assert pair_memory_note(3, 2 * gib, 2 * gib, 79.2) is None
+    assert pair_memory_note(3, 6 * gib, 6 * gib, 141.0) is None  # an H200 holds both
+    assert pair_memory_note(3, 6 * gib, 6 * gib, None) is None  # unknown memory: no plan, as before

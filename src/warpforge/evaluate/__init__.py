@@ -30,7 +30,7 @@ from warpforge.errors import HarnessError, TaskError
 from warpforge.evaluate import compile as compile_mod
 from warpforge.evaluate.inputs import fingerprint_positions
 from warpforge.evaluate import jail
-from warpforge.evaluate.paired import Rounds
+from warpforge.evaluate.paired import Rounds, pair_memory_note
 from warpforge.evaluate.protocol import ParentView
 from warpforge.evaluate.sandbox import Child
 from warpforge.evaluate.static import check_source
@@ -255,7 +255,8 @@ class Judge:
         paused: list[Child] = []
         view_rounds: list[dict[str, Any]] = []  # the timed rounds answered so far
         view = ParentView(rounds=Rounds(cfg.paired_rounds, cfg.timing_bound, lambda: self._time_reference_round(positions),
-                                        random.Random(secrets.randbits(31))) if cfg.bench and cfg.paired_rounds else None)
+                                        random.Random(secrets.randbits(31)))
+                          if cfg.bench and cfg.paired_rounds and reference.paired else None)
 
         def on_message(message: dict[str, Any]) -> str | None:
             rounds = view.rounds
@@ -421,10 +422,14 @@ class Judge:
         # the first draw carries the reference process's start-up (and the baselines)
         seconds = time.monotonic() - (started if self._draws else self._server_started)
         self._draws += 1
-        return Reference([int(n) for n in data["numels"]], int(data.get("sets", len(seeds))), dtypes, tolerances,
-                         self._loaded, dict(self._baselines or {}),
-                         [*self._baseline_notes, *data.get("notes", []), *degenerate], seconds,
-                         int(data.get("verify_sets", cfg.trials)))
+        numels, sets = [int(n) for n in data["numels"]], int(data.get("sets", len(seeds)))
+        unpaired = pair_memory_note(sets, int(data.get("input_bytes", 0)),
+                                    sum(n * d.itemsize for n, d in zip(numels, dtypes)),
+                                    (self._loaded.get("hardware") or {}).get("gpu_memory_gb")) \
+            if cfg.device == "cuda" and cfg.bench and cfg.paired_rounds else None
+        return Reference(numels, sets, dtypes, tolerances, self._loaded, dict(self._baselines or {}),
+                         [*self._baseline_notes, *data.get("notes", []), *degenerate, *([unpaired] if unpaired else [])],
+                         seconds, int(data.get("verify_sets", cfg.trials)), paired=unpaired is None)
 
     def _sets_budget(self) -> int | None:
         """Bytes the reference's input sets and float64 outputs may take (config.sets_memory_gb)."""

@@ -61,3 +61,29 @@ class Rounds:
 
     def reference_medians(self) -> list[float]:
         return [float(t["median_ms"]) for t in self.reference]
+
+
+PAIR_MEMORY_FRACTION = 0.85
+"""Of the GPU's memory, what paired timing's two processes may plan to hold at once; the rest is
+for the candidate's own workspace, the CUDA contexts and the spare candidate processes."""
+
+
+def pair_gpu_bytes(sets: int, input_bytes: int, output_bytes: int) -> int:
+    """What paired timing holds on the GPU at once, both processes together: each process's
+    timing sets, one set's clone and its copy for the mutation check, and two outputs (the
+    call's and the previous one, which the allocator may not have reused yet)."""
+    return 2 * ((sets + 2) * input_bytes + 2 * output_bytes)
+
+
+def pair_memory_note(sets: int, input_bytes: int, output_bytes: int, gpu_memory_gb: float | None) -> str | None:
+    """Why paired timing cannot run on this GPU for sets of this size (a warning for the
+    result: the reference is then timed once, in its clean process, before the candidate
+    holds its inputs), or None when it fits or the GPU's memory is unknown."""
+    if not gpu_memory_gb:
+        return None
+    need = pair_gpu_bytes(sets, input_bytes, output_bytes)
+    if need <= PAIR_MEMORY_FRACTION * gpu_memory_gb * 2**30:
+        return None
+    return (f"paired timing off: the two processes would hold {need / 2**30:.0f} GiB of {gpu_memory_gb:.0f} GiB "
+            f"at once ({sets} sets of {input_bytes / 2**30:.2f} GiB inputs); the speedup is against the task's "
+            "program timed once, in its clean process, so no paired interval is claimed")

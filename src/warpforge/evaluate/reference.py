@@ -142,7 +142,8 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
     cpu_trials = [[x.cpu() if isinstance(x, torch.Tensor) else x for x in t] for t in trials]
     torch.save({"init_inputs": init_inputs, "trials": cpu_trials, "state_dict": state}, request["inputs_path"])
     channel.send("reference", dtypes=[str(d) for d in native_dtypes], native_errors=native_errors, notes=notes,
-                 numels=[int(o.numel()) for o in outputs64[0]], sets=len(trials), verify_sets=verify_sets)
+                 numels=[int(o.numel()) for o in outputs64[0]], sets=len(trials), verify_sets=verify_sets,
+                 input_bytes=sum(x.numel() * x.element_size() for x in trials[0] if isinstance(x, torch.Tensor)))
     if request.get("time_baselines") and sys.stdin.readline().strip() == "time":  # the machine is quiet now
         _time_baselines(channel, model, pristine, trials, device, spec, hw)
     del trials

@@ -45,6 +45,8 @@ class Reference:
     baseline_notes: list[str]
     seconds: float
     verify_sets: int
+    paired: bool = True
+    """False when paired timing does not fit the GPU for these sets (paired.pair_memory_note)."""
 
 
 def with_verdict(result: EvalResult, status: Status, reason: str, stage: str, **changes: Any) -> EvalResult:
