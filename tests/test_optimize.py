@@ -140,13 +140,14 @@ def test_an_unknown_task_or_strategy_is_a_usage_error(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path: Path) -> None:
     archive = tmp_path / "archive.db"
-    # every reply takes 3 s: the second generation is still being proposed well after the first
-    # evaluation lands, so the Ctrl-C below reaches a run in progress however busy the machine is
+    # one candidate a generation and every reply 3 s: after the first evaluation lands, three more
+    # generations are still to be proposed (9 s or more), so the Ctrl-C below reaches a run in
+    # progress however busy the machine is (with two a generation the run once finished first)
     slow = tmp_path / "slow_replies.jsonl"
     slow.write_text("".join(json.dumps({**json.loads(line), "delay_s": 3}) + "\n"
                             for line in REPLIES.read_text().splitlines() if line.strip()))
     command = [sys.executable, "-m", "warpforge.cli", "optimize", "level1/diag_matmul", "--llm", f"replay:{slow}",
-               "--device", "cpu", "--archive", str(archive), "--max-candidates", "4", "--generation-size", "2",
+               "--device", "cpu", "--archive", str(archive), "--max-candidates", "4", "--generation-size", "1",
                "--no-live"]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

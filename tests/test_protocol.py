@@ -40,3 +40,15 @@ def test_timed_rounds_nobody_asked_for_are_out_of_turn() -> None:
     assert ParentView(benching=True, requested_rounds=1).out_of_turn(two)
     assert ParentView(benching=True, requested_rounds=2, unrequested=1).out_of_turn(two)
     assert "bench" in CANDIDATE_KINDS and "compared" not in CANDIDATE_KINDS
+
+
+def test_a_candidate_spec_crosses_as_json_and_refuses_fields_it_does_not_know() -> None:
+    import pytest
+
+    from warpforge.evaluate.protocol import CandidateSpec
+
+    spec = CandidateSpec("c.py", "cpu", {"TORCH_EXTENSIONS_DIR": "/x"}, positions=[[0, 9]], verify_sets=5,
+                         bench_args={"rep_ms": 20.0})
+    assert CandidateSpec.from_json(spec.to_json()) == spec
+    with pytest.raises(TypeError):
+        CandidateSpec.from_json('{"candidate_path": "c.py", "device": "cpu", "env": {}, "positons": []}')

@@ -31,7 +31,7 @@ from warpforge.evaluate import compile as compile_mod
 from warpforge.evaluate.inputs import fingerprint_positions
 from warpforge.evaluate import jail
 from warpforge.evaluate.paired import Rounds, pair_memory_note
-from warpforge.evaluate.protocol import ParentView
+from warpforge.evaluate.protocol import CandidateSpec, ParentView
 from warpforge.evaluate.sandbox import Child
 from warpforge.evaluate.static import check_source
 from warpforge.evaluate.verdict import (CONTENT_CACHE_RATIO, SPEED_OF_LIGHT_SLACK, Reference, comparison_from,
@@ -88,9 +88,8 @@ def precompile(source: str, config: EvalConfig, arch: str) -> Precompiled:
             cache = compile_mod.private_env(jail.CACHE_MOUNT, arch)
         else:
             cache = compile_mod.cache_env(cfg.cache_dir, source, arch)
-        spec = {"candidate_path": str(tmp / "candidate.py"), "compile_only": True, "device": "cpu",
-                "env": {**cache, "MAX_JOBS": "2"}}
-        (tmp / "spec.json").write_text(json.dumps(spec))
+        spec = CandidateSpec(str(tmp / "candidate.py"), "cpu", {**cache, "MAX_JOBS": "2"}, compile_only=True)
+        (tmp / "spec.json").write_text(spec.to_json())
         env = {**_child_env(dataclasses.replace(cfg, device="cpu")), "TORCH_CUDA_ARCH_LIST": arch}
         env.pop("TRITON_INTERPRET", None)
         child = Child("warpforge.evaluate.worker", [], env=env, cwd=str(tmp), output_limit_bytes=cfg.output_limit_kb * 1024,
@@ -240,18 +239,16 @@ class Judge:
         out_bytes = sum(n * d.itemsize for n, d in zip(reference.numels, reference.dtypes))
         candidate_path = workdir / "candidate.py"
         candidate_path.write_text(candidate.source)
-        spec = {
-            "candidate_path": str(candidate_path), "inputs_path": str(workdir / "inputs.pt"), "workdir": str(workdir),
-            "device": cfg.device, "init_seed": self._init_seed, "positions": positions,
-            "bench_seed": secrets.randbits(31), "verify_sets": reference.verify_sets,
-            "poison_bytes": int(min(4 * out_bytes + (64 << 20), 2 << 30 if cfg.device == "cuda" else 256 << 20)),
-            "bench_args": _bench_args(cfg), "round_args": _round_args(cfg),
-            "profile": cfg.profile and cfg.bench, "kernel_names": list(kernel_names),
-            "env": self._cache_env(candidate, workdir.parent / "cache"),
-        }
+        spec = CandidateSpec(
+            candidate_path=str(candidate_path), inputs_path=str(workdir / "inputs.pt"), workdir=str(workdir),
+            device=str(cfg.device), init_seed=self._init_seed, positions=positions, bench_seed=secrets.randbits(31),
+            verify_sets=reference.verify_sets,
+            poison_bytes=int(min(4 * out_bytes + (64 << 20), 2 << 30 if cfg.device == "cuda" else 256 << 20)),
+            bench_args=_bench_args(cfg), round_args=_round_args(cfg), profile=cfg.profile and cfg.bench,
+            kernel_names=list(kernel_names), env=self._cache_env(candidate, workdir.parent / "cache"))
         staged = self._staged
         spec_path = workdir / "spec.json"
-        spec_path.write_text(json.dumps(spec))
+        spec_path.write_text(spec.to_json())
         paused: list[Child] = []
         view_rounds: list[dict[str, Any]] = []  # the timed rounds answered so far
         view = ParentView(rounds=Rounds(cfg.paired_rounds, cfg.timing_bound, lambda: self._time_reference_round(positions),

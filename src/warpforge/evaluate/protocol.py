@@ -30,6 +30,7 @@ rejects the candidate for it.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any, Literal, get_args
 
 from warpforge.evaluate.paired import Rounds
@@ -43,6 +44,44 @@ CANDIDATE_KINDS: frozenset[str] = frozenset(get_args(CandidateKind))
 REFERENCE_KINDS: frozenset[str] = frozenset(get_args(ReferenceKind))
 ENDS = ("done", "rejected", "runtime_error")
 """The messages that end a candidate process's work."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CandidateSpec:
+    """What the parent tells a candidate process about its one candidate (spec.json, deleted by
+    the process before any candidate code runs: the positions and seeds stay secret)."""
+
+    candidate_path: str
+    device: str
+    env: dict[str, str]
+    """This candidate's compile-cache variables (the process started before it was known)."""
+    compile_only: bool = False
+    """A compile-pool job: import the candidate (filling the compile cache) and stop."""
+    inputs_path: str = ""
+    """The draw's file: init inputs, every input set, the reference's weights."""
+    workdir: str = ""
+    """Where the verified outputs go (out_<i>.pt)."""
+    init_seed: int = 0
+    positions: list[list[int]] = dataclasses.field(default_factory=list)
+    """Each output's secret fingerprint positions."""
+    bench_seed: int = 0
+    verify_sets: int = 0
+    """The first sets are checked (verification); the rest only timed calls see."""
+    poison_bytes: int = 0
+    bench_args: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """bench.time_calls's budgets for the first round."""
+    round_args: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """... and for each paired round after it."""
+    profile: bool = False
+    kernel_names: list[str] = dataclasses.field(default_factory=list)
+    """The candidate's own kernel names, to tell its kernels from the library's in the profile."""
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> CandidateSpec:
+        return cls(**json.loads(text))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,6 +28,7 @@ from warpforge.errors import Rejected
 from warpforge.evaluate import bench, debug, inputs as inputs_mod, sandbox, state
 from warpforge.evaluate.guard import Guard
 from warpforge.evaluate.inputs import fast_serialization, fingerprint, inputs_changed, split_outputs
+from warpforge.evaluate.protocol import CandidateSpec
 
 _Tensor = torch.Tensor
 _expired = StorageWeakRef.expired  # bound now: replacing it on the class later does not reach this
@@ -55,24 +56,24 @@ def main() -> None:
     spec_path = sys.stdin.readline().strip()
     if not spec_path:
         return
-    spec = json.loads(Path(spec_path).read_text())
+    spec = CandidateSpec.from_json(Path(spec_path).read_text())
     Path(spec_path).unlink()  # the candidate must not read the fingerprint positions or seeds
-    os.environ.update(spec["env"])  # this candidate's compile caches (the process started before it was known)
+    os.environ.update(spec.env)  # this candidate's compile caches (the process started before it was known)
     guard = Guard([bench, inputs_mod, sandbox, sys.modules[__name__]])
     check = guard.check  # bound now: replacing Guard.check on the class later does not reach this
-    device = spec["device"]
+    device = spec.device
     threads_before = set(threading.enumerate())
     channel.send("stage", name="compile")
     t0 = _perf()
     try:
-        module = _import_candidate(spec["candidate_path"])
+        module = _import_candidate(spec.candidate_path)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt from candidate code are failures too
         channel.send("compile_error", message=f"{_type(exc).__name__}: {exc}", trace=traceback.format_exc()[-6000:])
         return
-    if spec.get("compile_only"):  # a compile-pool job: the import filled the compile cache, nothing runs
+    if spec.compile_only:  # a compile-pool job: the import filled the compile cache, nothing runs
         channel.send("compiled", seconds=_perf() - t0)
         return
-    data = torch.load(spec["inputs_path"], weights_only=True, mmap=True)  # tmpfs pages, not a copy
+    data = torch.load(spec.inputs_path, weights_only=True, mmap=True)  # tmpfs pages, not a copy
     try:
         problem = check() or _new_threads(threads_before)
         if problem:
@@ -81,7 +82,7 @@ def main() -> None:
         saved = state.snapshot(model)  # restored before every call: a stateful module sees the same history
         channel.send("compiled", seconds=_perf() - t0)
         channel.send("stage", name="verify")
-        outputs = _verify(channel, model, saved, data["trials"][: spec["verify_sets"]], spec, device, check,
+        outputs = _verify(channel, model, saved, data["trials"][: spec.verify_sets], spec, device, check,
                           threads_before)
         earlier = _weak_refs(outputs)
         del outputs  # freed: only a candidate that kept them keeps their memory (see _bench)
@@ -91,7 +92,7 @@ def main() -> None:
             return
         channel.send("stage", name="bench")
         _bench(channel, model, saved, data["trials"], spec, device, check, threads_before, earlier)
-        if spec["profile"]:
+        if spec.profile:
             channel.send("stage", name="profile")
             channel.send("profile", **_profile(model, data["trials"][0], spec, device))
     except Rejected as exc:
@@ -128,11 +129,11 @@ def _import_candidate(path: str) -> Any:
     return module
 
 
-def _build_model(module: Any, data: dict[str, Any], spec: dict[str, Any], device: str) -> torch.nn.Module:
+def _build_model(module: Any, data: dict[str, Any], spec: CandidateSpec, device: str) -> torch.nn.Module:
     model_cls = getattr(module, "ModelNew", None)
     if not (isinstance(model_cls, _type) and issubclass(model_cls, torch.nn.Module)):
         raise RuntimeError("the candidate must define class ModelNew(nn.Module)")
-    torch.manual_seed(spec["init_seed"])
+    torch.manual_seed(spec.init_seed)
     model = model_cls(*data["init_inputs"])
     reference_state = data["state_dict"]
     own = model.state_dict()
@@ -224,16 +225,16 @@ def _check_outputs(out: Any) -> list[_Tensor]:
 
 
 def _verify(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.Saved], trials: list[list[Any]],
-            spec: dict[str, Any], device: str, check: Callable[[], str | None], threads_before: set[threading.Thread]) -> list[list[_Tensor]]:
-    positions = [torch.tensor(p, dtype=torch.long) for p in spec["positions"]]
+            spec: CandidateSpec, device: str, check: Callable[[], str | None], threads_before: set[threading.Thread]) -> list[list[_Tensor]]:
+    positions = [torch.tensor(p, dtype=torch.long) for p in spec.positions]
     kept: list[list[_Tensor]] = []
     after_sync: list[list[dict[str, Any]]] = []
     files = []
-    workdir = Path(spec["workdir"])
+    workdir = Path(spec.workdir)
     for i, trial in enumerate(trials):
         args = _to_device(trial, device)
         pristine = _bits(args)
-        _poison(device, spec["poison_bytes"])
+        _poison(device, spec.poison_bytes)
         _restore(saved)
         with torch.no_grad():
             out = model(*args)
@@ -270,9 +271,9 @@ def _weak_refs(outputs: list[list[_Tensor]]) -> dict[int, StorageWeakRef]:
 
 
 def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.Saved], trials: list[list[Any]],
-           spec: dict[str, Any], device: str, check: Callable[[], str | None], threads_before: set[threading.Thread],
+           spec: CandidateSpec, device: str, check: Callable[[], str | None], threads_before: set[threading.Thread],
            earlier: dict[int, StorageWeakRef]) -> None:
-    positions = [torch.tensor(p, dtype=torch.long) for p in spec["positions"]]
+    positions = [torch.tensor(p, dtype=torch.long) for p in spec.positions]
     sets = [_to_device(t, device) for t in trials]
     prints: list[list[Any]] = []
     native_threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 0
@@ -309,10 +310,10 @@ def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.S
 
     # no_grad around the whole loop, as the reference process times its baselines: entering it per
     # call put a few microseconds of host time inside every timed call (an A/A bias on the CPU)
-    rng = random.Random(spec["bench_seed"])
+    rng = random.Random(spec.bench_seed)
     with torch.no_grad():
-        timing = bench.time_calls(call, prepare, len(sets), device, rng=rng, unseen_sets=len(sets) - spec["verify_sets"],
-                                  after_call=after_call, **spec["bench_args"])
+        timing = bench.time_calls(call, prepare, len(sets), device, rng=rng, unseen_sets=len(sets) - spec.verify_sets,
+                                  after_call=after_call, **spec.bench_args)
     grown = (len(os.listdir("/proc/self/task")) - native_threads) if native_threads else 0
     channel.send("bench", timing=timing, fingerprints=prints, native_threads_added=grown)
     # paired timing: further rounds while the parent asks, each checked like the first
@@ -320,16 +321,16 @@ def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.S
         prints.clear()
         with torch.no_grad():
             timing = bench.time_calls(call, prepare, len(sets), device, rng=rng, after_call=after_call,
-                                      **spec.get("round_args", spec["bench_args"]))
+                                      **(spec.round_args or spec.bench_args))
         channel.send("bench_round", timing=timing, fingerprints=prints)
 
 
-def _profile(model: torch.nn.Module, trial: list[Any], spec: dict[str, Any], device: str) -> dict[str, Any]:
+def _profile(model: torch.nn.Module, trial: list[Any], spec: CandidateSpec, device: str) -> dict[str, Any]:
     from warpforge.evaluate.profile import kernels_launched
 
     args = _to_device(trial, device)
     with torch.no_grad():
-        return kernels_launched(lambda: model(*args), device, spec["kernel_names"],
+        return kernels_launched(lambda: model(*args), device, spec.kernel_names,
                                 os.environ.get("TORCH_EXTENSIONS_DIR", ""))
 
 
