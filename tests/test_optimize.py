@@ -150,7 +150,10 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path: Path) -> No
                "--device", "cpu", "--archive", str(archive), "--max-candidates", "4", "--generation-size", "1",
                "--no-live"]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT's default disposition in the child, as at a terminal: a test run started in the
+    # background by a non-interactive shell (`cmd &`) has it ignored, and children inherit that
+    run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and run.poll() is None and not (archive.exists() and evaluations(archive)):
         time.sleep(0.2)
