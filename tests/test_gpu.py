@@ -119,4 +119,6 @@ def test_a_launch_bound_task_reads_one_against_itself_with_the_profile_stage_on(
     result = evaluate(task, as_candidate(task), EvalConfig(device="cuda", size="cpu", compile_baseline=False))
     assert result.status == "correct", f"{result.status}: {result.reason}"
     assert result.kernels, "the profile stage did not run"
-    assert 0.9 < result.speedup < 1.1, (result.speedup, result.speedup_interval)
+    # the profiler's bias read 0.71x on an LSTM; the band leaves room for cuDNN's RNN noise (the
+    # KernelBench recurrent tasks read 0.93-1.07x after the fix)
+    assert 0.85 < result.speedup < 1.15, (result.speedup, result.speedup_interval)

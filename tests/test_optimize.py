@@ -142,7 +142,7 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path: Path) -> No
     archive = tmp_path / "archive.db"
     # one candidate a generation and every reply 3 s: after the first evaluation lands, three more
     # generations are still to be proposed (9 s or more), so the Ctrl-C below reaches a run in
-    # progress however busy the machine is (with two a generation the run once finished first)
+    # progress however long the poll below takes to see that evaluation on a busy machine
     slow = tmp_path / "slow_replies.jsonl"
     slow.write_text("".join(json.dumps({**json.loads(line), "delay_s": 3}) + "\n"
                             for line in REPLIES.read_text().splitlines() if line.strip()))

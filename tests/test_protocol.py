@@ -36,9 +36,9 @@ def test_malformed_reports_become_values_the_verdict_can_judge() -> None:
 
 def test_timed_rounds_nobody_asked_for_are_out_of_turn() -> None:
     two = Evidence.of(outcome({"type": "bench", "timing": {}}, {"type": "bench_round", "timing": {}}))
-    assert not ParentView(benching=True, requested_rounds=2).out_of_turn(two)
-    assert ParentView(benching=True, requested_rounds=1).out_of_turn(two)
-    assert ParentView(benching=True, requested_rounds=2, unrequested=1).out_of_turn(two)
+    assert not ParentView(requested_rounds=2).out_of_turn(two)
+    assert ParentView(requested_rounds=1).out_of_turn(two)
+    assert ParentView(requested_rounds=2, unrequested=1).out_of_turn(two)
     assert "bench" in CANDIDATE_KINDS and "compared" not in CANDIDATE_KINDS
 
 

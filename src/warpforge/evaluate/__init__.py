@@ -250,7 +250,6 @@ class Judge:
         spec_path = workdir / "spec.json"
         spec_path.write_text(spec.to_json())
         paused: list[Child] = []
-        view_rounds: list[dict[str, Any]] = []  # the timed rounds answered so far
         view = ParentView(rounds=Rounds(cfg.paired_rounds, cfg.timing_bound, lambda: self._time_reference_round(positions),
                                         random.Random(secrets.randbits(31)))
                           if cfg.bench and cfg.paired_rounds and reference.paired else None)
@@ -258,10 +257,10 @@ class Judge:
         def on_message(message: dict[str, Any]) -> str | None:
             rounds = view.rounds
             if message["type"] in ("bench", "bench_round"):
-                if not view.benching or len(view_rounds) >= view.requested_rounds:
+                if view.answered_rounds >= view.requested_rounds:
                     view.unrequested += 1  # not asked for: a forged message, which decide() rejects
                     return None
-                view_rounds.append(message)
+                view.answered_rounds += 1
                 if rounds is None or not rounds.after_candidate(message.get("timing")):
                     return "end"
                 rounds.start_round()
@@ -279,7 +278,7 @@ class Judge:
                 child.pause()
             if rounds is not None:
                 rounds.start_round()
-            view.benching, view.requested_rounds = True, 1
+            view.requested_rounds = 1
             return "bench"
 
         worker.send(str(spec_path))

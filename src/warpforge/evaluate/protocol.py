@@ -106,8 +106,8 @@ class BenchReport:
 @dataclasses.dataclass(frozen=True)
 class Evidence:
     """What the candidate's process reported, in the order it came, typed. Where a kind came
-    more than once the first counts (a later one is the candidate's own forgery), except
-    `verified`, whose count is kept so decide() can reject a second one."""
+    more than once the first counts; every timed round is kept, and the `verified` count, so
+    decide() can reject a round nobody asked for or a second `verified`."""
 
     stages: tuple[tuple[str, float | None], ...] = ()
     """Each stage the process entered, with the parent's receive time."""
@@ -182,10 +182,10 @@ class ParentView:
     """The reference process's comparison of the verified outputs; None until it ran."""
     summaries: dict[tuple[int, int], RefSummary] = dataclasses.field(default_factory=dict)
     """Reference summaries of every input set's outputs, keyed (set, output), for timed calls."""
-    benching: bool = False
-    """True once the parent asked for the timed calls."""
     requested_rounds: int = 0
-    """Rounds of timed calls the parent asked for ("bench", then each "again")."""
+    """Rounds of timed calls the parent asked for ("bench", then each "again"; 0 until it asks)."""
+    answered_rounds: int = 0
+    """... and the round reports it took as their answers."""
     unrequested: int = 0
     """`bench` / `bench_round` messages that came when none was asked for."""
 
