@@ -55,8 +55,19 @@ def classify(r: dict) -> tuple[str, str]:
     return "wrong", reason[:160]
 
 
+def latest_rows(files: list[Path], key: str) -> dict[str, dict]:
+    """The last row for each task (key "task") or kernel (key "candidate", by file name) over FILES
+    in the order given: a later run's row replaces an earlier one (files sort by run tag)."""
+    out: dict[str, dict] = {}
+    for f in files:
+        for r in jsonl.read(f):
+            if key in r:
+                out[Path(r[key]).name if key == "candidate" else r[key]] = r
+    return out
+
+
 def aa(files: list[Path]) -> dict:
-    rows = [r for f in files for r in jsonl.read(f)]
+    rows = list(latest_rows(files, "task").values())
     return {"files": [f.name for f in files], **summarise(rows)} if rows else {}
 
 
@@ -64,8 +75,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir")
     ap.add_argument("--meta", default=".kb/cudal1_meta.jsonl", help="kernelbench_prep.py's CUDA-L1 facts (claimed speedups)")
+    ap.add_argument("--settled", action="store_true",
+                    help="print 'kb TASK' and 'cudal1 KERNEL' for each one whose latest row is not a harness error, and stop")
     args = ap.parse_args()
     d = Path(args.dir)
+    if args.settled:
+        for kind, glob, key in (("kb", "aa_kernelbench*.jsonl", "task"), ("cudal1", "cudal1*.jsonl", "candidate")):
+            for name, row in latest_rows(sorted(d.glob(glob)), key).items():
+                if classify(row)[0] != "harness":
+                    print(kind, name)
+        return
     out: dict = {
         "aa_suite": aa(sorted(d.glob("aa_suite*.jsonl"))),
         "aa_suite_before_sync_floor": aa(sorted(d.glob("run*_aa_suite_before_sync_floor.jsonl"))),
@@ -74,8 +93,7 @@ def main() -> None:
     }
     meta = {Path(m["pair"].rsplit(":", 1)[1]).name: m for m in jsonl.read(args.meta)}
     kernels = []
-    for r in jsonl.read(d / "cudal1.jsonl"):
-        name = Path(r["candidate"]).name
+    for name, r in latest_rows(sorted(d.glob("cudal1*.jsonl")), "candidate").items():
         cls, why = classify(r)
         m = meta.get(name, {})
         kernels.append({"kernel": name, "task": m.get("task", r.get("task")), "class": cls, "why": why,
