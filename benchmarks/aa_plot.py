@@ -6,15 +6,17 @@ how far it strays at each task length is the harness's measured timing error.
         "H100 before=benchmarks/results/kernelbench_h100_2026-11-25/run1-2_aa_suite_before_sync_floor.jsonl" \
         "H100 idle floor=benchmarks/results/kernelbench_h100_2026-11-25/run3_aa_suite_idle_floor.jsonl,benchmarks/results/kernelbench_h100_2026-11-25/run3_aa_suite_b_idle_floor.jsonl" \
         "H100 now=benchmarks/results/kernelbench_h100_2026-11-25/aa_suite.jsonl,benchmarks/results/kernelbench_h100_2026-11-25/aa_suite_b.jsonl" \
-        "H100 KernelBench=benchmarks/results/kernelbench_h100_2026-11-25/aa_kernelbench.jsonl,benchmarks/results/kernelbench_h100_2026-11-25/aa_kernelbench_b.jsonl,benchmarks/results/kernelbench_h100_2026-11-25/aa_kernelbench_c.jsonl" \
+        "H100 KernelBench=benchmarks/results/kernelbench_h100_2026-11-25/aa_kernelbench*.jsonl" \
         "CPU idle=benchmarks/results/cpu_aa_2026-11-25_s11/aa_cpu_idle.jsonl" \
         "CPU loaded=benchmarks/results/cpu_aa_2026-11-25_s11/aa_cpu_loaded.jsonl"
 
-writes a standalone SVG (the report's dot plot, with its styles inlined).
+writes a standalone SVG (the report's dot plot, with its styles inlined). A file may be a glob
+(expanded in sorted order); within a series a task's last row counts, as in kernelbench_summary.py.
 """
 
 from __future__ import annotations
 
+import glob
 import sys
 from pathlib import Path
 
@@ -33,7 +35,8 @@ def main() -> None:
     out, series = Path(sys.argv[1]), []
     for arg in sys.argv[2:]:
         name, _, files = arg.partition("=")
-        rows = [r for f in files.split(",") for r in jsonl.read(f)]
+        paths = [g for f in files.split(",") for g in (sorted(glob.glob(f)) if "*" in f else [f])]
+        rows = list({r["task"]: r for f in paths for r in jsonl.read(f)}.values())
         points = [Point(r["reference_ms"], r["speedup"], f"{r['task']}: {r['speedup']:.3f}x")
                   for r in rows if r.get("speedup") and r.get("reference_ms")]
         series.append((f"{name} ({len(points)})", points))

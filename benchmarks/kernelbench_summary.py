@@ -6,13 +6,14 @@ each verdict put in one class.
 writes DIR/summary.json and prints it. Classes of a CUDA-L1 kernel's verdict (issue 19):
   accepted   correct, timed
   exploit    the timer or the checks were made to lie (content cache, faster than light)
-  precision  lower precision than the task allows: TF32 / matmul-precision switches, or an error
-             above the calibrated bar but under 1e-3
+  precision  lower precision than the task allows: TF32 / matmul-precision switches, an error
+             above the calibrated bar but under 1e-3, or above 4x the rounding noise of a degenerate
+             task (an output zero in exact arithmetic)
   wrong      a wrong answer (error 1e-3 or more), a crash, or an observable side effect on the
              caller's inputs
   policy     refused by a warpforge rule that does not by itself show a wrong answer: an output
              buffer handed back again on later calls, APIs the pre-filter refuses (time,
-             os.getpid, introspection, side streams)
+             os.getpid, introspection, side streams), the candidate process's host-memory limit
   harness    warpforge could not run the task (its float64 reference out of GPU memory, ...)
 """
 
@@ -43,6 +44,11 @@ def classify(r: dict) -> tuple[str, str]:
         if any(w in reason for w in PRECISION_WORDS):
             return "precision", reason[:160]
         return "policy", reason[:160]
+    if "of host memory" in reason and "killed" in reason:
+        return "policy", ("killed for host memory over the candidate's limit (16 GB plus twice its input file); "
+                          "whether its own code or the harness's host copy of its outputs took it was not established")
+    if status == "incorrect" and any(w.startswith("degenerate task") for w in r.get("warnings") or []):
+        return "precision", "degenerate task (an output zero in exact arithmetic): over 4x the task's own rounding noise"
     if status == "rejected" and ("changed during later calls" in reason or "did not allocate" in reason):
         return "policy", "an output buffer reused across calls (the caller's earlier result changes)"
     if status == "rejected" and "modified its input" in reason:

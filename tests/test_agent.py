@@ -106,7 +106,7 @@ def test_get_task_gives_the_reference_shapes_tolerance_and_then_baselines(sessio
     assert "class Model" in task["source"] and task["size_preset"] == "cpu"
     assert task["inputs"] == [{"shape": [512], "dtype": "float32"}, {"shape": [512, 512], "dtype": "float32"}]
     assert task["outputs"] == [{"shape": [512, 512], "dtype": "float32"}]
-    assert task["tolerance"]["outputs"][0]["rel_l2"] == pytest.approx(1e-5)
+    assert task["tolerance"]["outputs"][0]["rel_l2"] == pytest.approx(3e-5)
     assert task["roofline"]["flops"] == 512 * 512 and task["hardware"]["device"] == "cpu"
     assert task["baselines"] is None and task["best"] is None  # nothing measured yet
     assert "ModelNew" in task["candidate_rules"]["contract"] and "torch" in task["candidate_rules"]["allowed_imports"]

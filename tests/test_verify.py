@@ -36,9 +36,25 @@ def test_tf32_like_rounding_fails_fp32_but_passes_when_opted_in():
         bits = x.float().view(torch.int32) & ~0x1FFF
         return bits.view(torch.float32)
 
-    out = (tf32(a).double() @ tf32(b).double()).float()
-    assert not compare(out, ref, torch.float32, FP32).ok
-    assert compare(out, ref, torch.float32, tolerance_for(torch.float32, {}, allow_tf32=True)).ok
+    def tf32_nearest(x):  # rounded to nearest instead (rel. L2 ~3e-4 here, 10x the fp32 floor)
+        bits = (x.float().view(torch.int32) + 0x1000) & ~0x1FFF
+        return bits.view(torch.float32)
+
+    for cut in (tf32, tf32_nearest):
+        out = (cut(a).double() @ cut(b).double()).float()
+        assert not compare(out, ref, torch.float32, FP32).ok
+        assert compare(out, ref, torch.float32, tolerance_for(torch.float32, {}, allow_tf32=True)).ok
+
+
+def test_the_fp32_floor_admits_a_fused_attention_kernels_error_and_not_three_times_more():
+    # 1.08e-5 relative L2: CUDA-L1's fp32 rewrite of KernelBench level3/31 onto PyTorch's SDPA,
+    # measured on an H100 (benchmarks/results/kernelbench_h100_2026-11-25); refused by the old 1e-5
+    ref = ref64(64, 512, seed=5)
+    noise = ref64(64, 512, seed=6)
+    noise *= ref.norm() / noise.norm()
+    assert compare((ref + 1.08e-5 * noise).float(), ref, torch.float32, FP32).ok
+    result = compare((ref + 9e-5 * noise).float(), ref, torch.float32, FP32)
+    assert not result.ok and "relative L2" in result.reason
 
 
 def test_zeros_fail_on_small_outputs_like_softmax():
