@@ -90,7 +90,7 @@ def one(task_path: str, variant: str, device: str) -> tuple[float, float]:
             with profile(activities=[ProfilerActivity.CUDA]):
                 model(*inputs)
                 torch.cuda.synchronize()
-    return float(timing["median_ms"]), time.perf_counter() - started
+    return float(timing.median_ms), time.perf_counter() - started
 
 
 def _run_variant(task: str, variant: str, device: str) -> subprocess.CompletedProcess[str]:

@@ -100,9 +100,9 @@ def probe_time_calls(calls: int) -> dict:
             return y
 
         s = bench.time_calls(call, lambda i: [a], 1, "cuda", min_reps=calls, max_reps=calls, rep_ms=1e9)
-        out["lengths"][f"{copies}copies={s['median_ms']:.2f}ms"] = {
-            "median_us": s["tail_median_ms"] * 1000, "p10_us": 0.0, "p90_us": 0.0, "min_us": 0.0,
-            "floor_us": s["sync_floor_ms"] * 1000}
+        out["lengths"][f"{copies}copies={s.median_ms:.2f}ms"] = {
+            "median_us": (s.tail_median_ms or 0.0) * 1000, "p10_us": 0.0, "p90_us": 0.0, "min_us": 0.0,
+            "floor_us": (s.sync_floor_ms or 0.0) * 1000}
     return out
 
 

@@ -24,22 +24,23 @@ def test_a_content_cache_is_reported():
             time.sleep(0.02)
 
     summary = timed(cache)
-    assert summary["first_seen_min_ms"] > 15 and summary["repeat_median_ms"] < 10
-    assert content_cache_suspected(summary) is not None
+    assert summary.first_seen_min_ms is not None and summary.first_seen_min_ms > 15
+    assert summary.repeat_median_ms is not None and summary.repeat_median_ms < 10
+    assert content_cache_suspected(summary.to_dict()) is not None
 
 
 def test_an_honest_program_is_not_reported():
     summary = timed(lambda args: time.sleep(0.005))
-    assert "first_seen_min_ms" in summary
-    assert content_cache_suspected(summary) is None
+    assert "first_seen_min_ms" in summary.to_dict()
+    assert content_cache_suspected(summary.to_dict()) is None
 
 
 def test_every_unseen_set_is_timed_and_samples_are_kept():
     calls = []
     summary = timed(lambda args: calls.append(args[0]))
     assert set(range(N_SETS - UNSEEN, N_SETS)) <= set(calls)
-    assert summary["n"] == len(summary["samples_ms"]) >= 3 * UNSEEN + 3
-    assert summary["min_ms"] <= summary["median_ms"] <= max(summary["samples_ms"])
+    assert summary.n == len(summary.samples_ms) >= 3 * UNSEEN + 3
+    assert summary.min_ms <= summary.median_ms <= max(summary.samples_ms)
 
 
 def test_the_content_cache_probe_compares_first_seen_calls_with_the_repeats_beside_them() -> None:

@@ -148,9 +148,10 @@ def test_an_outputs_file_far_bigger_than_the_outputs_is_refused_before_it_is_rea
     import torch
 
     from warpforge.evaluate import _oversized_outputs, reference_memory_mb
+    from warpforge.evaluate.protocol import Loaded
     from warpforge.evaluate.verdict import Reference
 
-    ref = Reference(numels=[1000], sets=2, dtypes=[torch.float32], tolerances=[], loaded={}, baselines={},
+    ref = Reference(numels=[1000], sets=2, dtypes=[torch.float32], tolerances=[], loaded=Loaded(None, None, {}), baselines={},
                     baseline_notes=[], seconds=0.0, verify_sets=1)
     right = tmp_path / "out_0.pt"
     torch.save([torch.zeros(1000)], right)

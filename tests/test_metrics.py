@@ -194,10 +194,11 @@ def test_the_impossible_speed_limit_of_an_fp32_task_is_the_tf32_rate() -> None:
 
     from warpforge.candidate import Timing
     from warpforge.config import EvalConfig
+    from warpforge.evaluate.protocol import Loaded
     from warpforge.evaluate.verdict import Reference, _roofline
 
     flops = 2 * 32 * 128 * 128 * 128 * 64 * 9  # about conv2d's
-    ref = Reference([1], 1, [torch.float32], [], {"flops": flops, "bytes": 1e6, "hardware": {"gpu": "NVIDIA H100 80GB HBM3"}},
+    ref = Reference([1], 1, [torch.float32], [], Loaded(flops, 1e6, {"gpu": "NVIDIA H100 80GB HBM3"}),
                     {}, [], 0.0, 1)
     timing = Timing(median_ms=0.75, iqr_ms=0, min_ms=0.75, mean_ms=0.75, n=1, host_median_ms=1)
     info = _roofline(ref, timing, EvalConfig(device="cpu"))

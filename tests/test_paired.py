@@ -115,6 +115,7 @@ def test_the_reference_round_compares_its_inputs_after_every_timed_call_as_the_c
     import torch
 
     from warpforge.evaluate import reference, state
+    from warpforge.evaluate.protocol import TimeRound
 
     compared: list[int] = []
 
@@ -126,8 +127,8 @@ def test_the_reference_round_compares_its_inputs_after_every_timed_call_as_the_c
     model = torch.nn.ReLU()
     sets = [[torch.randn(64)], [torch.randn(64)]]
     timing = reference._time_round(model, state.snapshot(model), sets, "cpu",
-                                   {"seed": 1, "positions": [[0, 63]],
-                                    "bench_args": {"warmup_ms": 1.0, "rep_ms": 2.0, "min_reps": 5}})
+                                   TimeRound(seed=1, bench_args={"warmup_ms": 1.0, "rep_ms": 2.0, "min_reps": 5},
+                                             positions=[[0, 63]]))
     assert len(compared) == timing["n"] >= 5 and set(compared) == {1}
 
 

@@ -11,11 +11,11 @@ def outcome(*messages: dict) -> ChildOutcome:
 def test_evidence_keeps_the_order_of_stages_and_the_first_of_each_report() -> None:
     got = Evidence.of(outcome(
         {"type": "stage", "name": "compile", "_received": 1.0}, {"type": "compiled", "seconds": 0.1},
-        {"type": "stage", "name": "verify", "_received": 2.0}, {"type": "verified", "files": []},
+        {"type": "stage", "name": "verify", "_received": 2.0}, {"type": "verified", "files": [], "types": []},
         {"type": "stage", "name": "bench", "_received": 3.0},
         {"type": "bench", "timing": {"median_ms": 1.0}, "fingerprints": [[0, []]], "native_threads_added": 2},
         {"type": "bench_round", "timing": {"median_ms": 1.1}, "fingerprints": []},
-        {"type": "profile", "kind": "custom_kernel", "_received": 4.0},
+        {"type": "profile", "kernels": {"kind": "custom_kernel"}, "_received": 4.0},
         {"type": "rejected", "message": "first"}, {"type": "rejected", "message": "second"},
         {"type": "done", "_received": 5.0}))
     assert [name for name, _ in got.stages] == ["compile", "verify", "bench"] and got.stage == "bench"
@@ -28,10 +28,47 @@ def test_evidence_keeps_the_order_of_stages_and_the_first_of_each_report() -> No
 
 def test_malformed_reports_become_values_the_verdict_can_judge() -> None:
     got = Evidence.of(outcome({"type": "bench", "timing": "fast", "fingerprints": 7, "native_threads_added": "x"},
-                              {"type": "runtime_error"}, {"type": "stage", "name": 3}))
+                              {"type": "runtime_error"}, {"type": "stage", "name": 3},
+                              {"type": "bench_round", "timing": {}, "fingerprints": [], "forged": True}))
     assert got.bench == BenchReport({}, 7, 0)
-    assert got.runtime_error is not None and got.runtime_error.message == ""
+    # a round that does not parse is still a round (decide() refuses its empty timing) ...
+    assert got.rounds == (BenchReport({}, 7, 0), BenchReport({}, [], 0))
+    # ... while an ending without its fields, or a stage with no name, counts as not sent
+    assert got.runtime_error is None
     assert got.stages == () and got.stage == "compile"
+
+
+def test_every_message_crosses_the_channel_as_json_and_back() -> None:
+    import json
+
+    from warpforge.evaluate import protocol
+
+    samples = [protocol.Ready(), protocol.StageEntered("verify"), protocol.Compiled(0.5),
+               protocol.CompileFailed("SyntaxError: x", "trace"), protocol.Verified(["a.pt"], [["Tensor"]]),
+               protocol.FirstRound({"median_ms": 1.0}, [[0, [1.5]]], 1), protocol.Round({"median_ms": 1.0}, []),
+               protocol.Profiled({"kind": "custom_kernel"}), protocol.Done(), protocol.Refused("no"),
+               protocol.Crashed("ValueError: v", "t"), protocol.Loaded(2.0, None, {"gpu": "H100"}),
+               protocol.Baseline("eager", {"median_ms": 1.0}), protocol.BaselineFailed("torch_compile", "boom"),
+               protocol.ReferenceReady(["torch.float32"], [[[1e-7, 1e-6]]], [], [16], 3, 2, 64), protocol.Drawn(),
+               protocol.Compared(True, "ok", 0.0, 0.0, [[{"values": [1.0], "norm": 1.0, "scale": 1.0}]]),
+               protocol.Timed({"median_ms": 2.0}), protocol.TaskFailed("bad task")]
+    assert {type(m).KIND for m in samples} == protocol.CANDIDATE_KINDS | protocol.REFERENCE_KINDS
+    for message in samples:
+        raw = json.loads(message.to_json())
+        assert protocol.parse({**raw, "_received": 1.0}) == message
+        assert protocol.parse({**raw, "extra": 1}) is None  # a field no message of that kind has
+    assert protocol.parse({"type": "verified", "files": []}) is None  # a field missing
+    assert protocol.parse({"type": "hello"}) is None
+
+
+def test_requests_to_the_reference_process_cross_as_json() -> None:
+    from warpforge.evaluate import protocol
+
+    for request in (protocol.Draw("/x/inputs.pt", [1, 2], 1, None, True), protocol.Compare(["o.pt"], [[0]], [{}]),
+                    protocol.TimeRound(7, {"rep_ms": 5.0}, [[0, 3]])):
+        assert protocol.request_from_json(protocol.request_json(request)) == request
+    spec = protocol.ReferenceSpec("t.py", {}, "cpu", 1, False, None, {}, "abc")
+    assert protocol.ReferenceSpec.from_json(spec.to_json()) == spec
 
 
 def test_timed_rounds_nobody_asked_for_are_out_of_turn() -> None:
@@ -52,3 +89,34 @@ def test_a_candidate_spec_crosses_as_json_and_refuses_fields_it_does_not_know() 
     assert CandidateSpec.from_json(spec.to_json()) == spec
     with pytest.raises(TypeError):
         CandidateSpec.from_json('{"candidate_path": "c.py", "device": "cpu", "env": {}, "positons": []}')
+
+
+def test_the_stage_runner_stops_every_exception_at_the_stage_boundary() -> None:
+    from warpforge.errors import Rejected
+    from warpforge.evaluate import protocol, worker
+
+    class Channel:
+        def __init__(self) -> None:
+            self.posted: list[protocol.Message] = []
+
+        def post(self, message: protocol.Message) -> None:
+            self.posted.append(message)
+
+    channel = Channel()
+    ok = worker._stage(channel, "verify", lambda: 42)  # type: ignore[arg-type]
+    assert ok.value == 42 and ok.error is None and ok.seconds >= 0
+    assert channel.posted == [protocol.StageEntered("verify")]
+
+    def leave() -> None:
+        raise SystemExit(0)  # candidate code may try to end the process: a crash, not an exit
+
+    crashed = worker._stage(channel, None, leave)  # type: ignore[arg-type]
+    assert isinstance(crashed.error, SystemExit) and "SystemExit" in crashed.trace
+    assert crashed.ending() == protocol.Crashed("SystemExit: 0", crashed.trace)
+    assert len(channel.posted) == 1  # None: no new stage entered
+
+    def refuse() -> None:
+        raise Rejected("forward() modified its input tensors in place")
+
+    assert worker._stage(channel, "bench", refuse).ending() == protocol.Refused(  # type: ignore[arg-type]
+        "forward() modified its input tensors in place")

@@ -53,9 +53,10 @@ def test_ordinary_code_and_logs_are_left_alone() -> None:
 
 
 def _reference() -> object:
+    from warpforge.evaluate.protocol import Loaded
     from warpforge.evaluate.verdict import Reference
 
-    return Reference(numels=[4], sets=2, dtypes=[], tolerances=[], loaded={}, baselines={}, baseline_notes=[],
+    return Reference(numels=[4], sets=2, dtypes=[], tolerances=[], loaded=Loaded(None, None, {}), baselines={}, baseline_notes=[],
                      seconds=0.1, verify_sets=2)
 
 

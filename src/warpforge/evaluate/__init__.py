@@ -11,7 +11,6 @@ to its own process can make it `correct`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import random
 import secrets
@@ -31,7 +30,9 @@ from warpforge.evaluate import compile as compile_mod
 from warpforge.evaluate.inputs import fingerprint_positions
 from warpforge.evaluate import jail
 from warpforge.evaluate.paired import Rounds, pair_memory_note
-from warpforge.evaluate.protocol import CandidateSpec, ParentView
+from warpforge.evaluate import protocol
+from warpforge.evaluate.protocol import (Baseline, BaselineFailed, CandidateSpec, Compare, Compared, Draw, Loaded,
+                                         ParentView, ReferenceReady, ReferenceSpec, TaskFailed, Timed, TimeRound)
 from warpforge.evaluate.sandbox import Child
 from warpforge.evaluate.static import check_source
 from warpforge.evaluate.verdict import (CONTENT_CACHE_RATIO, SPEED_OF_LIGHT_SLACK, Reference, comparison_from,
@@ -133,7 +134,7 @@ class Judge:
         self._tmp = Path(tempfile.mkdtemp(prefix="warpforge-", dir=os.environ.get("WARPFORGE_TMP_ROOT") or shm))
         self._init_seed = secrets.randbits(31)
         self._server: Child | None = None
-        self._loaded: dict[str, Any] = {}
+        self._loaded = Loaded(None, None, {})
         self._server_started = 0.0
         self._baselines: dict[str, Timing] | None = None
         self._baseline_notes: list[str] = []
@@ -232,7 +233,7 @@ class Judge:
     def _run_candidate(self, worker: Child, workdir: Path, candidate: Candidate, reference: Reference,
                        kernel_names: tuple[str, ...], base: EvalResult) -> EvalResult:
         cfg = self.cfg
-        base = dataclasses.replace(base, hardware=reference.loaded.get("hardware", {}),
+        base = dataclasses.replace(base, hardware=reference.loaded.hardware,
                                    tolerance=reference.tolerances[0].to_dict() if reference.tolerances else {})
         positions = [fingerprint_positions(n, FINGERPRINT_POSITIONS, secrets.randbits(31)).tolist()
                      for n in reference.numels]
@@ -300,9 +301,11 @@ class Judge:
         """One paired round of the task's program, in the reference process, on the current draw
         (fingerprinting its outputs at the candidate's positions between calls, as the candidate does)."""
         assert self._server is not None
-        self._server.send(json.dumps({"op": "time", "seed": secrets.randbits(31), "bench_args": _round_args(self.cfg),
-                                      "positions": positions}))
-        return dict(self._server_round("timed")[-1]["timing"])
+        self._server.send(protocol.request_json(TimeRound(secrets.randbits(31), _round_args(self.cfg), positions)))
+        timed = protocol.first(self._server_round("timed"), Timed)
+        if timed is None:
+            raise HarnessError(f"the reference process for {self.task.name} sent a malformed 'timed' message")
+        return dict(timed.timing)
 
     def _cache_env(self, candidate: Candidate, private: Path) -> dict[str, str]:
         """Where the candidate's toolchains cache their builds: a private copy of its own entry when
@@ -316,15 +319,17 @@ class Judge:
     def _compare(self, files: list[str], reference: Reference,
                  positions: list[list[int]]) -> tuple[Comparison, dict[tuple[int, int], RefSummary]]:
         """The reference process compares the candidate's outputs with the references it holds."""
-        request = {"op": "compare", "files": files, "positions": positions,
-                   "tolerances": [t.to_dict() for t in reference.tolerances]}
+        request = Compare(files, positions, [t.to_dict() for t in reference.tolerances])
         oversized = _oversized_outputs(files, reference)
         if oversized:
             return Comparison(False, oversized), {}
         try:
             assert self._server is not None
-            self._server.send(json.dumps(request))
-            return comparison_from(self._server_round("compared")[-1])
+            self._server.send(protocol.request_json(request))
+            compared = protocol.first(self._server_round("compared"), Compared)
+            if compared is None:
+                raise HarnessError(f"the reference process for {self.task.name} sent a malformed 'compared' message")
+            return comparison_from(compared)
         except _ServerDied as exc:
             if "host memory" in str(exc):  # files of the outputs' size: the reference's own cost, not a cheat
                 # (the candidate's own memory is capped: candidate_memory_mb and the sandbox's /tmp)
@@ -336,20 +341,22 @@ class Judge:
 
     def _start_server(self) -> None:
         cfg = self.cfg
-        spec = {
-            "task_path": str(self.task.path), "sizes": self.task.sizes(cfg.size or ""), "device": cfg.device,
-            "init_seed": self._init_seed, "allow_tf32": self.allow_tf32, "compile_baseline": cfg.compile_baseline,
-            "bench_args": _bench_args(cfg), "task_hash": self.task.source_hash,
-            "baseline_cache_dir": str(Path(cfg.cache_dir) / "baselines") if cfg.reuse_baselines else "",
-        }
+        spec = ReferenceSpec(
+            task_path=str(self.task.path), sizes=self.task.sizes(cfg.size or ""), device=str(cfg.device),
+            init_seed=self._init_seed, allow_tf32=self.allow_tf32, compile_baseline=cfg.compile_baseline,
+            bench_args=_bench_args(cfg), task_hash=self.task.source_hash,
+            baseline_cache_dir=str(Path(cfg.cache_dir) / "baselines") if cfg.reuse_baselines else "")
         spec_path = self._tmp / "reference_spec.json"
-        spec_path.write_text(json.dumps(spec))
+        spec_path.write_text(spec.to_json())
         self._server_started = time.monotonic()
         # the task's own code, outside the sandbox (docs/evaluation.md): its own home for its caches
         env = {**_child_env(cfg), "HOME": os.path.expanduser("~"), "USER": os.environ.get("USER", "warpforge")}
         self._server = Child("warpforge.evaluate.reference", [str(spec_path)], env=env,
                              output_limit_bytes=cfg.output_limit_kb * 1024)
-        self._loaded = self._server_round("loaded")[-1]
+        loaded = protocol.first(self._server_round("loaded"), Loaded)
+        if loaded is None:
+            raise HarnessError(f"the reference process for {self.task.name} sent a malformed 'loaded' message")
+        self._loaded = loaded
 
     def _server_round(self, until: str, on_message: Any = None) -> list[dict[str, Any]]:
         """Wait for the reference process's `until` message; its messages of this round."""
@@ -363,9 +370,9 @@ class Judge:
         if messages and messages[-1]["type"] == until:
             return messages
         self._server = None  # it is dead (wait kills it in every other case); the next call starts another
-        errors = [m for m in messages if m["type"] == "task_error"]
-        if errors:
-            raise TaskError(errors[0]["message"])
+        failed = protocol.first(messages, TaskFailed)
+        if failed is not None:
+            raise TaskError(failed.message)
         why = f"timed out after {self.cfg.reference_timeout_s:g} s" if outcome.timed_out else \
             f"used more than the {limit_mb / 1024:.0f} GB of host memory it may" if outcome.out_of_memory else \
             "was killed by SIGKILL, not by warpforge (most likely the system's out-of-memory killer: the machine's " \
@@ -383,12 +390,9 @@ class Judge:
         started = time.monotonic()
         time_baselines = bool(cfg.bench) and self._baselines is None
         seeds = [secrets.randbits(31) for _ in range(cfg.trials + (cfg.unseen_bench_sets if cfg.bench else 0))]
-        request = {
-            "op": "draw", "inputs_path": str(workdir / "inputs.pt"),
-            # the trials, then input sets used only by timed calls (never seen during verification)
-            "trial_seeds": seeds, "verify_sets": cfg.trials, "sets_budget_bytes": self._sets_budget(),
-            "time_baselines": time_baselines,
-        }
+        # the trials, then input sets used only by timed calls (never seen during verification)
+        request = Draw(inputs_path=str(workdir / "inputs.pt"), trial_seeds=seeds, verify_sets=cfg.trials,
+                       sets_budget_bytes=self._sets_budget(), time_baselines=time_baselines)
 
         paused: list[Child] = []
 
@@ -402,42 +406,45 @@ class Judge:
             return "time"
 
         assert self._server is not None
-        self._server.send(json.dumps(request))
+        self._server.send(protocol.request_json(request))
         try:
             messages = self._server_round("drawn", on_message)
         finally:
             for child in paused:
                 child.resume()
-        data = next(m for m in messages if m["type"] == "reference")
+        data = protocol.first(messages, ReferenceReady)
+        if data is None:
+            raise HarnessError(f"the reference process for {self.task.name} sent no well-formed 'reference' message")
         if time_baselines:
             self._record_baselines(messages)
-        dtypes = [getattr(torch, d.removeprefix("torch.")) for d in data["dtypes"]]
-        worst = [tuple(max(errs[j][k] for errs in data["native_errors"]) for k in (0, 1)) for j in range(len(dtypes))]
+        dtypes = [getattr(torch, d.removeprefix("torch.")) for d in data.dtypes]
+        worst = [tuple(max(errs[j][k] for errs in data.native_errors) for k in (0, 1)) for j in range(len(dtypes))]
         tolerances = [tolerance_for(d, self.task.metadata, self.allow_tf32, (w[0], w[1])) for d, w in zip(dtypes, worst)]
         degenerate = [n for j, w in enumerate(worst) if (n := degenerate_note(w[0], j, len(worst)))]
         # the first draw carries the reference process's start-up (and the baselines)
         seconds = time.monotonic() - (started if self._draws else self._server_started)
         self._draws += 1
-        numels, sets = [int(n) for n in data["numels"]], int(data.get("sets", len(seeds)))
-        unpaired = pair_memory_note(sets, int(data.get("input_bytes", 0)),
+        numels, sets = [int(n) for n in data.numels], int(data.sets)
+        unpaired = pair_memory_note(sets, int(data.input_bytes),
                                     sum(n * d.itemsize for n, d in zip(numels, dtypes)),
-                                    (self._loaded.get("hardware") or {}).get("gpu_memory_gb")) \
+                                    self._loaded.hardware.get("gpu_memory_gb")) \
             if cfg.device == "cuda" and cfg.bench and cfg.paired_rounds else None
         return Reference(numels, sets, dtypes, tolerances, self._loaded, dict(self._baselines or {}),
-                         [*self._baseline_notes, *data.get("notes", []), *degenerate, *([unpaired] if unpaired else [])],
-                         seconds, int(data.get("verify_sets", cfg.trials)), paired=unpaired is None)
+                         [*self._baseline_notes, *data.notes, *degenerate, *([unpaired] if unpaired else [])],
+                         seconds, int(data.verify_sets), paired=unpaired is None)
 
     def _sets_budget(self) -> int | None:
         """Bytes the reference's input sets and float64 outputs may take (config.sets_memory_gb)."""
         if self.cfg.sets_memory_gb is not None:
             return int(self.cfg.sets_memory_gb * 2**30)
-        total = (self._loaded.get("hardware") or {}).get("gpu_memory_gb") if self.cfg.device == "cuda" else None
+        total = self._loaded.hardware.get("gpu_memory_gb") if self.cfg.device == "cuda" else None
         return int(0.3 * float(total) * 2**30) if total else None
 
     def _record_baselines(self, messages: list[dict[str, Any]]) -> None:
-        baselines = {m["name"]: Timing.from_dict(m["timing"]) for m in messages if m["type"] == "baseline"}
-        notes = [f"{m['name']} baseline failed: {m['message']}" for m in messages if m["type"] == "baseline_error"]
-        if any(m.get("cached") for m in messages if m["type"] == "baseline"):
+        measured = protocol.every(messages, Baseline)
+        baselines = {m.name: Timing.from_dict(m.timing) for m in measured}
+        notes = [f"{m.name} baseline failed: {m.message}" for m in protocol.every(messages, BaselineFailed)]
+        if any(m.cached for m in measured):
             notes.append("baseline timings reused from an earlier clean-process measurement on this machine "
                          "(--fresh-baselines to re-measure)")
         if "eager" not in baselines:

@@ -22,11 +22,14 @@ Method (after triton.testing.do_bench, hardened for adversarial code):
 - server mode sleeps a random 1-20 ms before each call (cold clocks and caches, as in
   CUDA-L2's server mode); offline mode runs calls back to back;
 - device time and host latency (wall clock around the call and the sync) are kept apart;
-  the median, IQR and raw samples are returned.
+  the median, IQR and raw samples are returned as a `Measurement`.
+Three parts: `Budget` (how long), `_Timer` (one call's window on a device) and `ProbeSchedule`
+(which input set each timed call gets, for the content-cache probe); `time_calls` runs them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc as _gc
 import random
 import statistics
@@ -136,17 +139,163 @@ def matched_round_trip(wait_ms: float, cycles_per_ms: float) -> float:
     return mark.elapsed_time(end)
 
 
-def summarize(device_ms: list[float], host_ms: list[float]) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """How a timing run spends its time: `time_calls`'s keyword arguments, checked (an unknown
+    name is a TypeError, as a misspelt keyword is)."""
+
+    warmup_ms: float = 25.0
+    rep_ms: float = 100.0
+    min_reps: int = 10
+    max_reps: int = 300
+    mode: str = "offline"
+    """offline: calls back to back; server: a random idle gap (`gap_ms`) before each call."""
+    gap_ms: tuple[float, float] = (1.0, 20.0)
+    sync_floor: str = "matched"
+    """What an untrusted call's sync round trip is taken to be (see time_calls)."""
+
+    def __post_init__(self) -> None:
+        if self.sync_floor not in ("matched", "idle"):
+            raise ValueError(f"sync_floor must be 'matched' or 'idle', not {self.sync_floor!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """One timing run: device-time statistics over its timed calls (ms), the host's latency, and
+    where they apply the CUDA sync figures and the content-cache probe's two numbers.
+    `to_dict()` is how it crosses a process boundary (candidate.Timing.from_dict reads it)."""
+
+    median_ms: float
+    iqr_ms: float
+    min_ms: float
+    mean_ms: float
+    n: int
+    host_median_ms: float
+    samples_ms: list[float]
+    tail_median_ms: float | None = None
+    """CUDA, untrusted calls: the median time from the caller's stream's end to the end event."""
+    sync_floor_ms: float | None = None
+    """... and the median round trip taken off each call."""
+    first_seen_min_ms: float | None = None
+    """The fastest call on an input set first seen in the timed loop (ProbeSchedule)."""
+    repeat_median_ms: float | None = None
+    """The median of the calls next to those, on sets seen before."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+def summarize(device_ms: list[float], host_ms: list[float]) -> Measurement:
     q = statistics.quantiles(device_ms, n=4) if len(device_ms) >= 2 else [device_ms[0]] * 3
-    return {
-        "median_ms": statistics.median(device_ms),
-        "iqr_ms": q[2] - q[0],
-        "min_ms": min(device_ms),
-        "mean_ms": statistics.fmean(device_ms),
-        "n": len(device_ms),
-        "host_median_ms": statistics.median(host_ms),
-        "samples_ms": device_ms,
-    }
+    return Measurement(median_ms=statistics.median(device_ms), iqr_ms=q[2] - q[0], min_ms=min(device_ms),
+                       mean_ms=statistics.fmean(device_ms), n=len(device_ms), host_median_ms=statistics.median(host_ms),
+                       samples_ms=device_ms)
+
+
+class ProbeSchedule:
+    """Which input set each timed call gets, for the content-cache probe.
+
+    The last `unseen_sets` sets were never given to the program before the timed loop; the rest
+    are values it has seen (at new addresses now). The unseen ones go at random places among the
+    first calls, not first (a slow start after the warm-up must not look like a content cache),
+    between repeats of seen sets; after the schedule, sets are drawn at random."""
+
+    def __init__(self, n_sets: int, unseen_sets: int, rng: random.Random) -> None:
+        self.n_sets, self.unseen_sets, self._rng = n_sets, unseen_sets, rng
+        unseen = list(range(n_sets - unseen_sets, n_sets))
+        self._unseen = set(unseen)
+        seen_sets = max(n_sets - unseen_sets, 1)
+        self._order = unseen + [rng.randrange(seen_sets) for _ in range(2 * unseen_sets + 3)]
+        rng.shuffle(self._order)
+        self._used: set[int] = set()
+        self.first_seen: list[bool] = []
+
+    @property
+    def scheduled(self) -> int:
+        """Calls the schedule places before sets are drawn at random."""
+        return len(self._order)
+
+    @property
+    def min_calls(self) -> int:
+        """Calls enough for the first-seen sets and the repeats beside them."""
+        return 3 * self.unseen_sets + 3
+
+    def next(self, i: int) -> int:
+        """The set for timed call `i` (0, 1, ... in order), recorded as first seen or not."""
+        index = self._order[i] if i < len(self._order) else self._rng.randrange(self.n_sets)
+        self.first_seen.append(index in self._unseen and index not in self._used)
+        self._used.add(index)
+        return index
+
+    def result(self, device_ms: list[float]) -> dict[str, float]:
+        return first_seen_and_repeats(device_ms, self.first_seen)
+
+
+@dataclasses.dataclass
+class _Window:
+    """One call's timed window, as the timer measured it."""
+
+    device_ms: float
+    host_ms: float
+    tail_ms: float | None = None
+    round_trip_ms: float | None = None
+
+
+class _Timer:
+    """Times one call at a time on a device, outside-window work done by the caller: the L2
+    flush, the spin that hides the launch, the device-wide synchronize and the sync round trip
+    taken off it (CUDA), or a monotonic clock (CPU)."""
+
+    def __init__(self, device: str, budget: Budget, rng: random.Random, trusted_stream: bool) -> None:
+        self.device, self.budget, self.rng, self.trusted = device, budget, rng, trusted_stream
+        self.flush = L2Flusher(device)
+        self.cycles_per_ms = _spin_rate() if device == "cuda" else 0.0
+        self.floor_ms = sync_floor() if device == "cuda" and not trusted_stream else 0.0
+        self.matched = budget.sync_floor == "matched" and bool(self.cycles_per_ms)
+        self.launch_ms: list[float] = []  # host time from the call to its return, before the sync
+
+    def time(self, call: Callable[[list[Any]], Any], args: list[Any]) -> tuple[_Window, Any]:
+        self.flush()
+        if self.budget.mode == "server":
+            _sleep(self.rng.uniform(*self.budget.gap_ms) / 1000)
+        if self.device != "cuda":
+            h0 = _perf_counter()
+            out = call(args)
+            host = (_perf_counter() - h0) * 1e3
+            return _Window(host, host), out
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        _synchronize()
+        if self.cycles_per_ms and _spin is not None:
+            # busy the GPU while the call is launched: twice the median launch time so far plus
+            # 50 us for recording the start event and entering the call, at most 5 ms. (1.5x
+            # alone was too short for fast launches: a 2.2 us cuBLAS kernel read 10-24 us.)
+            hold_ms = min(2.0 * statistics.median(self.launch_ms) + 0.05, 5.0) if self.launch_ms else 0.2
+            _spin(int(hold_ms * self.cycles_per_ms))
+        start.record()
+        h0 = _perf_counter()
+        out = call(args)
+        self.launch_ms.append((_perf_counter() - h0) * 1e3)
+        if self.trusted:
+            end.record()
+            _synchronize()
+            h1 = _perf_counter()
+            end.synchronize()
+            return _Window(start.elapsed_time(end), (h1 - h0) * 1e3), out
+        # also mark where the caller's stream got to: end minus that mark is the sync's round
+        # trip (plus any work left on other streams)
+        on_stream = _Event(enable_timing=True)
+        on_stream.record()
+        _synchronize()
+        end.record()
+        h1 = _perf_counter()
+        end.synchronize()
+        # the stream's time plus whatever the sync waited for beyond its own round trip (work
+        # left on other streams): the round trip is this process's, measured here
+        tail, stream_ms = on_stream.elapsed_time(end), start.elapsed_time(on_stream)
+        round_trip = self.floor_ms
+        if self.matched:
+            round_trip = min(matched_round_trip(stream_ms, self.cycles_per_ms), SYNC_FLOOR_CAP_MS + 0.01 * stream_ms)
+        return _Window(stream_ms + max(0.0, tail - round_trip), (h1 - h0) * 1e3, tail, round_trip), out
 
 
 def time_calls(
@@ -155,23 +304,18 @@ def time_calls(
     n_sets: int,
     device: str,
     *,
-    warmup_ms: float = 25.0,
-    rep_ms: float = 100.0,
-    min_reps: int = 10,
-    max_reps: int = 300,
-    mode: str = "offline",
-    gap_ms: tuple[float, float] = (1.0, 20.0),
     after_call: Callable[[int, list[Any], Any], None] | None = None,
     rng: random.Random | None = None,
     unseen_sets: int = 0,
     trusted_stream: bool = False,
-    sync_floor: str = "matched",
-) -> dict[str, Any]:
-    """Time `call(prepare(i))` over rotating input sets; return summary stats with raw samples.
+    **budget: Any,
+) -> Measurement:
+    """Time `call(prepare(i))` over rotating input sets; `budget` is `Budget`'s fields.
 
     `after_call(set_index, args, output)` runs outside the timed window (the evaluator checks
     and fingerprints the outputs of timed calls there). The warm-up call count is randomised so a candidate cannot
-    count its way to the first timed call.
+    count its way to the first timed call. The last `unseen_sets` sets are first seen in the
+    timed loop (ProbeSchedule).
 
     `trusted_stream=True` records the end event on the caller's stream right after the call, before
     the device-wide synchronize, so the ~20 us sync round trip is not counted. Only for code known to
@@ -179,11 +323,12 @@ def time_calls(
     candidate under evaluation is never timed this way, since it could hide work on another stream.
 
     Otherwise a call's time is its stream's time plus whatever the device-wide synchronize waited
-    beyond its own round trip (work left on other streams). `sync_floor` says what that round
+    beyond its own round trip (work left on other streams). `Budget.sync_floor` says what that round
     trip is taken to be: "matched" (default), a clean round trip after a wait as long as the call,
     measured right after each call (`matched_round_trip`; at most SYNC_FLOOR_CAP_MS plus 1 % of
     the call); "idle", one round trip per timing run with nothing pending (`sync_floor`).
     """
+    plan = Budget(**budget)
     # Python's cyclic garbage collector off while timing, as timeit does: a collection landing
     # inside a timed call adds its pause to that call, and how often one lands depends on how
     # much the process allocates between calls (the candidate's checks allocate more than the
@@ -192,130 +337,64 @@ def time_calls(
     _gc.collect()
     _gc.disable()
     try:
-        return _time_calls(call, prepare, n_sets, device, warmup_ms=warmup_ms, rep_ms=rep_ms, min_reps=min_reps,
-                           max_reps=max_reps, mode=mode, gap_ms=gap_ms, after_call=after_call, rng=rng,
-                           unseen_sets=unseen_sets, trusted_stream=trusted_stream, floor_rule=sync_floor)
+        return _time_calls(call, prepare, n_sets, device, plan, after_call, rng or random.Random(), unseen_sets,
+                           trusted_stream)
     finally:
         if was_enabled:
             _gc.enable()
 
 
-def _time_calls(call: Callable[[list[Any]], Any], prepare: Callable[[int], list[Any]], n_sets: int, device: str, *,
-                warmup_ms: float, rep_ms: float, min_reps: int, max_reps: int, mode: str, gap_ms: tuple[float, float],
-                after_call: Callable[[int, list[Any], Any], None] | None, rng: random.Random | None, unseen_sets: int,
-                trusted_stream: bool, floor_rule: str) -> dict[str, Any]:
-    rng = rng or random.Random()
-    flush = L2Flusher(device)
+def _time_calls(call: Callable[[list[Any]], Any], prepare: Callable[[int], list[Any]], n_sets: int, device: str,
+                plan: Budget, after_call: Callable[[int, list[Any], Any], None] | None, rng: random.Random,
+                unseen_sets: int, trusted_stream: bool) -> Measurement:
+    timer = _Timer(device, plan, rng, trusted_stream)
     keep_alive: deque[list[Any]] = deque(maxlen=max(2 * n_sets, 4))
-    cycles_per_ms = _spin_rate() if device == "cuda" else 0.0
-    launch_ms: list[float] = []  # host time from the call to its return, before the sync
-    tail_ms: list[float] = []  # device time from the caller's stream's end to the end after the sync
-    matched_ms: list[float] = []  # the matched round trips (floor_rule "matched")
-    floor_ms = sync_floor() if device == "cuda" and not trusted_stream else 0.0
-    if floor_rule not in ("matched", "idle"):
-        raise ValueError(f"sync_floor must be 'matched' or 'idle', not {floor_rule!r}")
-    matched = floor_rule == "matched" and bool(cycles_per_ms)
-
     keep_cap = _keep_alive_cap(device)
+    windows: list[_Window] = []
 
-    def one(index: int, record: bool) -> tuple[float, float]:
+    def one(index: int, record: bool) -> None:
         args = prepare(index)
         keep_alive.append(args)
         # big inputs: fewer kept (at least 1); no count of bytes on the CPU, where there is no cap
         while keep_cap < float("inf") and len(keep_alive) > 1 and _nbytes(keep_alive) > keep_cap:
             keep_alive.popleft()
-        flush()
-        if mode == "server":
-            _sleep(rng.uniform(*gap_ms) / 1000)
-        if device == "cuda":
-            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-            _synchronize()
-            if cycles_per_ms and _spin is not None:
-                # busy the GPU while the call is launched: twice the median launch time so far plus
-                # 50 us for recording the start event and entering the call, at most 5 ms. (1.5x
-                # alone was too short for fast launches: a 2.2 us cuBLAS kernel read 10-24 us.)
-                hold_ms = min(2.0 * statistics.median(launch_ms) + 0.05, 5.0) if launch_ms else 0.2
-                _spin(int(hold_ms * cycles_per_ms))
-            start.record()
-            h0 = _perf_counter()
-            out = call(args)
-            launch_ms.append((_perf_counter() - h0) * 1e3)
-            if trusted_stream:
-                end.record()
-                _synchronize()
-            else:
-                # also mark where the caller's stream got to: end minus that mark is the sync's
-                # round trip (plus any work left on other streams), reported as tail_ms
-                on_stream = _Event(enable_timing=True)
-                on_stream.record()
-                _synchronize()
-                end.record()
-            h1 = _perf_counter()
-            end.synchronize()
-            dev_ms = start.elapsed_time(end)
-            if not trusted_stream:
-                # the stream's time plus whatever the sync waited for beyond its own round trip
-                # (work left on other streams): the round trip is this process's, measured below
-                tail = on_stream.elapsed_time(end)
-                stream_ms = start.elapsed_time(on_stream)
-                round_trip = floor_ms
-                if matched:
-                    round_trip = min(matched_round_trip(stream_ms, cycles_per_ms),
-                                     SYNC_FLOOR_CAP_MS + 0.01 * stream_ms)
-                dev_ms = stream_ms + max(0.0, tail - round_trip)
-                if record:
-                    tail_ms.append(tail)
-                    if matched:
-                        matched_ms.append(round_trip)
-        else:
-            h0 = _perf_counter()
-            out = call(args)
-            h1 = _perf_counter()
-            dev_ms = (h1 - h0) * 1e3
-        if record and after_call is not None:
-            after_call(index, args, out)
+        window, out = timer.time(call, args)
+        if record:
+            windows.append(window)
+            if after_call is not None:
+                after_call(index, args, out)
         del out
-        return dev_ms, (h1 - h0) * 1e3
 
     warm_start = _perf_counter()
     estimates: list[float] = []
     calls = 0
-    while calls < 2 + rng.randrange(3) or (_perf_counter() - warm_start) * 1e3 < warmup_ms:
+    while calls < 2 + rng.randrange(3) or (_perf_counter() - warm_start) * 1e3 < plan.warmup_ms:
         t0 = _perf_counter()
         one(0, record=False)  # only set 0: the others are first seen in the timed loop (see below)
         estimates.append((_perf_counter() - t0) * 1e3)  # the whole iteration: clones and flush included
         calls += 1
-        if calls >= max_reps:
+        if calls >= plan.max_reps:
             break
     per_call = max(statistics.median(estimates), 1e-3)
-    # enough calls for the first-seen sets plus repeats (the content-cache comparison)
-    reps = int(min(max(rep_ms / per_call, min_reps, 3 * unseen_sets + 3), max(max_reps, 3 * unseen_sets + 3)))
-    device_ms, host_ms, first_seen = [], [], []
-    unseen = list(range(n_sets - unseen_sets, n_sets))
-    # the unseen sets go at random places among the first calls, not first: a slow start after
-    # the warm-up must not look like a content cache
-    seen_sets = max(n_sets - unseen_sets, 1)
-    schedule = unseen + [rng.randrange(seen_sets) for _ in range(2 * len(unseen) + 3)]
-    rng.shuffle(schedule)
-    used: set[int] = set()
+    probe = ProbeSchedule(n_sets, unseen_sets, rng)
+    reps = int(min(max(plan.rep_ms / per_call, plan.min_reps, probe.min_calls), max(plan.max_reps, probe.min_calls)))
     loop_start = _perf_counter()
     for i in range(reps):
         # per-call overheads outside the window (clones, flush, fingerprints) can dwarf a tiny
         # kernel: stop at 4x the budget in wall time once there are min_reps samples
-        if i >= max(min_reps, len(schedule)) and (_perf_counter() - loop_start) * 1e3 > 4 * rep_ms:
+        if i >= max(plan.min_reps, probe.scheduled) and (_perf_counter() - loop_start) * 1e3 > 4 * plan.rep_ms:
             break
-        index = schedule[i] if i < len(schedule) else rng.randrange(n_sets)
-        d, h = one(index, record=True)
-        device_ms.append(d)
-        host_ms.append(h)
-        first_seen.append(index in unseen and index not in used)
-        used.add(index)
-    summary = summarize(device_ms, host_ms)
-    if tail_ms:
-        summary["tail_median_ms"] = statistics.median(tail_ms)
-        summary["sync_floor_ms"] = statistics.median(matched_ms) if matched_ms else floor_ms
-    summary.update(first_seen_and_repeats(device_ms, first_seen))
-    return summary
+        one(probe.next(i), record=True)
+    device_ms = [w.device_ms for w in windows]
+    summary = summarize(device_ms, [w.host_ms for w in windows])
+    tails = [w.tail_ms for w in windows if w.tail_ms is not None]
+    trips = [w.round_trip_ms for w in windows if w.round_trip_ms is not None]
+    if tails:
+        summary = dataclasses.replace(summary, tail_median_ms=statistics.median(tails),
+                                      sync_floor_ms=statistics.median(trips) if timer.matched else timer.floor_ms)
+    probed = probe.result(device_ms)
+    return dataclasses.replace(summary, first_seen_min_ms=probed.get("first_seen_min_ms"),
+                               repeat_median_ms=probed.get("repeat_median_ms"))
 
 
 def first_seen_and_repeats(device_ms: list[float], first_seen: list[bool]) -> dict[str, float]:

@@ -1,37 +1,40 @@
-"""What the parent (a Judge) and its two children say to each other, and the candidate's
-evidence typed as the verdict reads it.
+"""What the parent (a Judge) and its two children say to each other, typed: every message is a
+frozen dataclass here, written by the child with `Channel.post` and read back by the parent
+with `parse`; the candidate's evidence as the verdict reads it.
 
 Each child writes one JSON object a line on its private channel (sandbox.Channel: `type` plus
-fields); the parent writes requests on the child's stdin. For one candidate:
+the message's fields); the parent writes requests on the child's stdin. For one candidate:
 
     reference process (reference.py)     parent (evaluate/__init__.py)      candidate process (worker.py)
-    loaded: flops, bytes, hardware  -->                                 <-- ready (torch, CUDA up; a spare)
-    baseline / baseline_error ...   -->   (first draw only)
-                               <-- {"op": "draw", seeds, sets budget}
-    reference: dtypes, errors, notes -->
-    drawn                           -->   spec.json path on stdin -->
-                                                                    <-- stage compile; compiled | compile_error
-                                                                    <-- stage verify; verified: files
-                               <-- {"op": "compare", files}
-    compared: ok, errors, summaries -->   "bench" (or "stop") -->
-                                                                    <-- stage bench; bench: timing, fingerprints
-                               <-- {"op": "time"} (paired rounds)   <-- bench_round ... ("again" each)
-    timed: timing                   -->   "end" -->
-                                                                    <-- stage profile; profile: kernels
-                                                                    <-- done | rejected | runtime_error
-    task_error (any time: the task's own code failed)
+    Loaded: flops, bytes, hardware  -->                                 <-- Ready (torch, CUDA up; a spare)
+                               <-- Draw: seeds, sets budget
+    ReferenceReady: dtypes, errors  -->
+                               <-- "time" (first draw only)
+    Baseline / BaselineFailed ...   -->
+    Drawn                           -->   spec.json path on stdin -->
+                                                                    <-- StageEntered compile; Compiled | CompileFailed
+                                                                    <-- StageEntered verify; Verified: files
+                               <-- Compare: files, tolerances
+    Compared: ok, errors, summaries -->   "bench" (or "stop") -->
+                                                                    <-- StageEntered bench; FirstRound: timing, fingerprints
+                               <-- TimeRound (paired rounds)        <-- Round ... ("again" each)
+    Timed: timing                   -->   "end" -->
+                                                                    <-- StageEntered profile; Profiled: kernels
+                                                                    <-- Done | Refused | Crashed
+    TaskFailed (any time: the task's own code failed)
 
 The verdict is made in the parent (verdict.decide) from `Evidence.of(outcome)` and the
 parent's own `ParentView`; nothing the candidate prints reaches it. A message of a known kind
 sent out of turn (a second `verified`, a timed round nobody asked for) is evidence too: decide()
-rejects the candidate for it.
+rejects the candidate for it. A message that does not parse (unknown kind, a field missing or
+unknown) counts as not sent.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 from warpforge.evaluate.paired import Rounds
 from warpforge.evaluate.sandbox import ChildOutcome
@@ -44,6 +47,298 @@ CANDIDATE_KINDS: frozenset[str] = frozenset(get_args(CandidateKind))
 REFERENCE_KINDS: frozenset[str] = frozenset(get_args(ReferenceKind))
 ENDS = ("done", "rejected", "runtime_error")
 """The messages that end a candidate process's work."""
+
+_fields = dataclasses.fields  # bound now: the candidate's process sends these (the Guard watches this module)
+
+
+@dataclasses.dataclass(frozen=True)
+class Message:
+    """One line on a child's channel: `KIND` is its `type`, the fields its payload."""
+
+    KIND: ClassVar[str] = ""
+
+    def payload(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in _fields(self)}
+
+    def to_json(self) -> str:
+        return json.dumps({"type": self.KIND, **self.payload()}, default=str)
+
+
+# -- the candidate process's messages (worker.py) ---------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Ready(Message):
+    """Torch and the device are up; this process waits as a spare for a spec."""
+
+    KIND: ClassVar[str] = "ready"
+
+
+@dataclasses.dataclass(frozen=True)
+class StageEntered(Message):
+    KIND: ClassVar[str] = "stage"
+    name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Compiled(Message):
+    KIND: ClassVar[str] = "compiled"
+    seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileFailed(Message):
+    KIND: ClassVar[str] = "compile_error"
+    message: str
+    trace: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Verified(Message):
+    """The verification outputs are written (out_<i>.pt in the workdir; the parent reads its own
+    paths, not these)."""
+
+    KIND: ClassVar[str] = "verified"
+    files: list[str]
+    types: list[list[str]]
+
+
+@dataclasses.dataclass(frozen=True)
+class FirstRound(Message):
+    """The first round of timed calls, with the sets verification never saw."""
+
+    KIND: ClassVar[str] = "bench"
+    timing: dict[str, Any]
+    fingerprints: Any
+    native_threads_added: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Round(Message):
+    """Each paired round after the first."""
+
+    KIND: ClassVar[str] = "bench_round"
+    timing: dict[str, Any]
+    fingerprints: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Profiled(Message):
+    """Which kernels ran (profile.kernels_launched)."""
+
+    KIND: ClassVar[str] = "profile"
+    kernels: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Done(Message):
+    KIND: ClassVar[str] = "done"
+
+
+@dataclasses.dataclass(frozen=True)
+class Refused(Message):
+    """A rule of the harness refused the candidate (worker.Rejected)."""
+
+    KIND: ClassVar[str] = "rejected"
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Crashed(Message):
+    """The candidate's code raised."""
+
+    KIND: ClassVar[str] = "runtime_error"
+    message: str
+    trace: str = ""
+
+
+# -- the reference process's messages (reference.py) ------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Loaded(Message):
+    KIND: ClassVar[str] = "loaded"
+    flops: float | None
+    bytes: float | None
+    hardware: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Baseline(Message):
+    KIND: ClassVar[str] = "baseline"
+    name: str
+    timing: dict[str, Any]
+    cached: bool = False
+    """Read from the baseline cache, not measured in this process."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BaselineFailed(Message):
+    KIND: ClassVar[str] = "baseline_error"
+    name: str
+    message: str
+    cached: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ReferenceReady(Message):
+    """A draw's references are computed and its inputs written for the candidate."""
+
+    KIND: ClassVar[str] = "reference"
+    dtypes: list[str]
+    native_errors: list[list[list[float]]]
+    """[set][output] -> (relative L2, max error / scale) of the task's program against float64."""
+    notes: list[str]
+    numels: list[int]
+    sets: int
+    verify_sets: int
+    input_bytes: int = 0
+    """One input set's bytes (paired timing's memory plan)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Drawn(Message):
+    KIND: ClassVar[str] = "drawn"
+
+
+@dataclasses.dataclass(frozen=True)
+class Compared(Message):
+    """The candidate's verification outputs against the held references; when all match, every
+    input set's reference summaries ([set][output] of values, norm, scale) for the timed calls."""
+
+    KIND: ClassVar[str] = "compared"
+    ok: bool
+    reason: str
+    max_abs_err: float
+    rel_l2_err: float
+    summaries: list[list[dict[str, Any]]] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class Timed(Message):
+    """One paired round of the task's own program."""
+
+    KIND: ClassVar[str] = "timed"
+    timing: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskFailed(Message):
+    """The task's own code failed (not a verdict on any candidate)."""
+
+    KIND: ClassVar[str] = "task_error"
+    message: str
+    trace: str = ""
+
+
+MESSAGES: dict[str, type[Message]] = {cls.KIND: cls for cls in (
+    Ready, StageEntered, Compiled, CompileFailed, Verified, FirstRound, Round, Profiled, Done, Refused, Crashed,
+    Loaded, Baseline, BaselineFailed, ReferenceReady, Drawn, Compared, Timed, TaskFailed)}
+assert set(MESSAGES) == CANDIDATE_KINDS | REFERENCE_KINDS
+
+
+def parse(raw: dict[str, Any]) -> Message | None:
+    """The typed message of one line as the channel delivered it, or None when it is none of
+    ours: an unknown `type`, a field missing, a field no message of that kind has. The parent's
+    own stamps (keys starting with "_") are not fields."""
+    cls = MESSAGES.get(raw.get("type"))  # type: ignore[arg-type]
+    if cls is None:
+        return None
+    names = {f.name for f in _fields(cls)}
+    payload = {k: v for k, v in raw.items() if k != "type" and not k.startswith("_")}
+    if not set(payload) <= names:
+        return None
+    try:
+        return cls(**payload)
+    except TypeError:  # a required field missing
+        return None
+
+
+def first(messages: list[dict[str, Any]], cls: type[Any]) -> Any:
+    """The first message of `cls`'s kind among raw channel messages that parses, else None."""
+    for raw in messages:
+        if raw.get("type") == cls.KIND:
+            message = parse(raw)
+            if isinstance(message, cls):
+                return message
+    return None
+
+
+def every(messages: list[dict[str, Any]], cls: type[Any]) -> list[Any]:
+    """Every message of `cls`'s kind among raw channel messages that parses."""
+    return [m for raw in messages if raw.get("type") == cls.KIND and isinstance(m := parse(raw), cls)]
+
+
+# -- requests from the parent to the reference process (one JSON line on its stdin) -----------
+
+
+@dataclasses.dataclass(frozen=True)
+class ReferenceSpec:
+    """What the reference process is started with (reference_spec.json)."""
+
+    task_path: str
+    sizes: dict[str, Any]
+    device: str
+    init_seed: int
+    allow_tf32: bool
+    compile_baseline: bool | None
+    """Time torch.compile too (None: the config's default, off)."""
+    bench_args: dict[str, Any]
+    task_hash: str
+    baseline_cache_dir: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> ReferenceSpec:
+        return cls(**json.loads(text))
+
+
+@dataclasses.dataclass(frozen=True)
+class Draw:
+    """Fresh inputs for the next candidate: the verification sets, then the sets only timed
+    calls see."""
+
+    op: ClassVar[str] = "draw"
+    inputs_path: str
+    trial_seeds: list[int]
+    verify_sets: int
+    sets_budget_bytes: int | None
+    time_baselines: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Compare:
+    """Compare the candidate's verification outputs (its files) with the held references."""
+
+    op: ClassVar[str] = "compare"
+    files: list[str]
+    positions: list[list[int]]
+    tolerances: list[dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeRound:
+    """Time the task's program for one paired round on the current draw's sets."""
+
+    op: ClassVar[str] = "time"
+    seed: int
+    bench_args: dict[str, Any]
+    positions: list[list[int]]
+
+
+REQUESTS: dict[str, type[Any]] = {cls.op: cls for cls in (Draw, Compare, TimeRound)}
+
+
+def request_json(request: Draw | Compare | TimeRound) -> str:
+    return json.dumps({"op": request.op, **dataclasses.asdict(request)})
+
+
+def request_from_json(line: str) -> Draw | Compare | TimeRound:
+    raw = json.loads(line)
+    cls = REQUESTS[raw.pop("op")]
+    return cls(**raw)  # type: ignore[no-any-return]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,38 +429,43 @@ class Evidence:
     def of(cls, outcome: ChildOutcome) -> Evidence:
         stages: list[tuple[str, float | None]] = []
         ends: list[float] = []
-        first: dict[str, dict[str, Any]] = {}
+        first: dict[str, Message] = {}
         rounds: list[BenchReport] = []
         verified = 0
-        for m in outcome.messages:
-            kind = m.get("type")
-            if kind == "stage" and isinstance(m.get("name"), str):
-                stages.append((m["name"], m.get("_received")))
-            if kind in ENDS and "_received" in m:
-                ends.append(m["_received"])
-            if kind in ("bench", "bench_round"):
-                rounds.append(_bench_report(m))
-            verified += kind == "verified"
-            if isinstance(kind, str):
-                first.setdefault(kind, m)
-        profile = first.get("profile")
+        for raw in outcome.messages:
+            kind, message = raw.get("type"), parse(raw)
+            if kind in ("bench", "bench_round"):  # a malformed round is kept, as one decide() refuses
+                rounds.append(_bench_report(message))
+            if message is None:
+                continue
+            if isinstance(message, StageEntered) and isinstance(message.name, str):
+                stages.append((message.name, raw.get("_received")))
+            if message.KIND in ENDS and "_received" in raw:
+                ends.append(raw["_received"])
+            verified += isinstance(message, Verified)
+            first.setdefault(message.KIND, message)
+        compile_error, refused, crashed = first.get("compile_error"), first.get("rejected"), first.get("runtime_error")
+        bench, profile = first.get("bench"), first.get("profile")
         return cls(
-            stages=tuple(stages), end_times=tuple(ends), compile_error=_failure(first.get("compile_error")),
-            rejected=str(first["rejected"].get("message", "")) if "rejected" in first else None,
-            runtime_error=_failure(first.get("runtime_error")), done="done" in first, verified=verified,
-            bench=_bench_report(first["bench"]) if "bench" in first else None, rounds=tuple(rounds),
-            profile={k: v for k, v in profile.items() if k not in ("type", "_received")} if profile else None)
+            stages=tuple(stages), end_times=tuple(ends), compile_error=_failure(compile_error),
+            rejected=str(refused.message) if isinstance(refused, Refused) else None,
+            runtime_error=_failure(crashed), done="done" in first, verified=verified,
+            bench=_bench_report(bench) if bench is not None else None, rounds=tuple(rounds),
+            profile=profile.kernels if isinstance(profile, Profiled) and isinstance(profile.kernels, dict) else None)
 
 
-def _failure(message: dict[str, Any] | None) -> Failure | None:
-    if message is None:
+def _failure(message: Message | None) -> Failure | None:
+    if not isinstance(message, (CompileFailed, Crashed)):
         return None
-    return Failure(str(message.get("message", "")), str(message.get("trace", "")))
+    return Failure(str(message.message), str(message.trace))
 
 
-def _bench_report(message: dict[str, Any]) -> BenchReport:
-    timing, threads = message.get("timing"), message.get("native_threads_added", 0)
-    return BenchReport(timing if isinstance(timing, dict) else {}, message.get("fingerprints", []),
+def _bench_report(message: Message | None) -> BenchReport:
+    """A timed round as decide() checks it; an empty one when the message did not parse."""
+    if not isinstance(message, (FirstRound, Round)):
+        return BenchReport({}, [], 0)
+    threads = message.native_threads_added if isinstance(message, FirstRound) else 0
+    return BenchReport(message.timing if isinstance(message.timing, dict) else {}, message.fingerprints,
                        threads if isinstance(threads, int) else 0)
 
 

@@ -15,12 +15,14 @@ candidate's comparison; a judge that evaluates many candidates pays the start-up
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import os
 import random
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,8 @@ from warpforge.evaluate import bench, hardware
 from warpforge.evaluate.inputs import (DEFAULT_DISTS, apply_distribution, fast_serialization, fingerprint, inputs_changed,
                                        split_outputs)
 from warpforge.evaluate import debug
+from warpforge.evaluate.protocol import (Baseline, BaselineFailed, Compare, Compared, Draw, Drawn, Loaded, ReferenceReady,
+                                         ReferenceSpec, TaskFailed, Timed, TimeRound, parse, request_from_json)
 from warpforge.evaluate.sandbox import Channel, die_with_parent
 from warpforge.evaluate.verify import Comparison, Tolerance, compare, error_stats, summarize_reference
 from warpforge.task import eval_metadata_expr, import_task_module, load_task
@@ -45,36 +49,35 @@ def main(spec_path: str) -> None:
     channel = Channel()
     debug.dump_stacks_if_asked()
     fast_serialization()
-    spec = json.loads(Path(spec_path).read_text())
+    spec = ReferenceSpec.from_json(Path(spec_path).read_text())
     Path(spec_path).unlink()
-    device = spec["device"]
+    device = spec.device
     # The task's program runs under PyTorch's own defaults (cuDNN convolutions in TF32, fp32 matmuls
     # in true fp32), as it does for the user and as the candidate's process runs: its native error
     # against float64, measured under them, calibrates the tolerance (verify.tolerance_for), and the
     # baselines are timed under them. An opt-in to TF32 turns it on for matmuls as well.
-    if spec["allow_tf32"]:
+    if spec.allow_tf32:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     try:
-        task = load_task(spec["task_path"])
-        module = import_task_module(task, spec["sizes"])
+        task = load_task(spec.task_path)
+        module = import_task_module(task, spec.sizes)
         init_inputs = _init_inputs(module)
-        torch.manual_seed(spec["init_seed"])
+        torch.manual_seed(spec.init_seed)
         model = module.Model(*init_inputs).eval()
         flops = eval_metadata_expr(task, module, "flops")
         nbytes = eval_metadata_expr(task, module, "bytes")
         model = model.to(device)
     except TaskError as exc:
-        channel.send("task_error", message=str(exc))
+        channel.post(TaskFailed(str(exc)))
         return
     except Exception as exc:
-        channel.send("task_error", message=f"task {spec['task_path']} failed to build its model or inputs: "
-                     f"{type(exc).__name__}: {exc}")
+        channel.post(TaskFailed(f"task {spec.task_path} failed to build its model or inputs: {type(exc).__name__}: {exc}"))
         return
     hw = hardware.fingerprint(device)
     pristine = module_state.snapshot(model)  # put back before every call (state.py): stateful tasks
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    channel.send("loaded", flops=flops, bytes=nbytes, hardware=hw)
+    channel.post(Loaded(flops, nbytes, hw))
     held: list[list[torch.Tensor]] = []  # the current draw's reference outputs, one list per input set
     held_inputs: list[list[Any]] = []  # and its input sets (host memory), for paired timing rounds
     dtypes: list[torch.dtype] = []
@@ -82,12 +85,12 @@ def main(spec_path: str) -> None:
         line = sys.stdin.readline().strip()
         if not line:
             return
-        request = json.loads(line)
-        if request.get("op") == "compare":
-            channel.send("compared", **_compare(request, held, dtypes))
+        request = request_from_json(line)
+        if isinstance(request, Compare):
+            channel.post(_compare(request, held, dtypes))
             continue
-        if request.get("op") == "time":  # one paired-timing round on the current draw's sets
-            channel.send("timed", timing=_time_round(model, pristine, held_inputs, device, request))
+        if isinstance(request, TimeRound):  # one paired-timing round on the current draw's sets
+            channel.post(Timed(_time_round(model, pristine, held_inputs, device, request)))
             continue
         held.clear()  # a new draw: the last candidate's references go first
         held_inputs.clear()
@@ -103,16 +106,16 @@ def main(spec_path: str) -> None:
 
 def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.nn.Module,
           pristine: list[module_state.Saved], init_inputs: list[Any],
-          state: dict[str, torch.Tensor], request: dict[str, Any], spec: dict[str, Any],
+          state: dict[str, torch.Tensor], request: Draw, spec: ReferenceSpec,
           hw: dict[str, Any]) -> tuple[list[list[torch.Tensor]], list[torch.dtype], list[list[Any]]] | None:
     """One draw: fresh inputs from the request's seeds, their float64 outputs, the baselines if
     asked. Inputs go to the candidate's folder; the outputs (returned) stay in this process."""
-    device = spec["device"]
-    seeds, verify_sets, notes = request["trial_seeds"], int(request.get("verify_sets", len(request["trial_seeds"]))), []
+    device = spec.device
+    seeds, verify_sets, notes = request.trial_seeds, request.verify_sets, []
     big = False  # sets too big to hold on the GPU all at once
     try:
         trials = _draw_trials(module, metadata, seeds[:1], device)
-        budget = request.get("sets_budget_bytes")
+        budget = request.sets_budget_bytes
         if budget and len(seeds) > 1:
             per_set = _set_bytes(model, trials[0], device)
             n, verify_sets = fit_sets(len(seeds), verify_sets, per_set, int(budget))
@@ -126,44 +129,44 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
             trials = [[_to(x, "cpu") for x in trials[0]]]
         trials += _draw_trials(module, metadata, seeds[1:], device, first=1, to_host=big)
     except TaskError as exc:
-        channel.send("task_error", message=str(exc))
+        channel.post(TaskFailed(str(exc)))
         return None
     except Exception as exc:
-        channel.send("task_error", message=f"the task's get_inputs() failed: {type(exc).__name__}: {exc}")
+        channel.post(TaskFailed(f"the task's get_inputs() failed: {type(exc).__name__}: {exc}"))
         return None
     try:
         outputs64, native_dtypes, native_errors, output_notes = _reference_outputs(model, pristine, trials, device,
                                                                                    on_host=big)
         notes += output_notes
     except Exception as exc:
-        channel.send("task_error", message=f"the task's own forward() failed: {type(exc).__name__}: {exc}",
-                     trace=traceback.format_exc()[-2000:])
+        channel.post(TaskFailed(f"the task's own forward() failed: {type(exc).__name__}: {exc}",
+                                traceback.format_exc()[-2000:]))
         return None
     cpu_trials = [[x.cpu() if isinstance(x, torch.Tensor) else x for x in t] for t in trials]
-    torch.save({"init_inputs": init_inputs, "trials": cpu_trials, "state_dict": state}, request["inputs_path"])
-    channel.send("reference", dtypes=[str(d) for d in native_dtypes], native_errors=native_errors, notes=notes,
-                 numels=[int(o.numel()) for o in outputs64[0]], sets=len(trials), verify_sets=verify_sets,
-                 input_bytes=sum(x.numel() * x.element_size() for x in trials[0] if isinstance(x, torch.Tensor)))
-    if request.get("time_baselines") and sys.stdin.readline().strip() == "time":  # the machine is quiet now
+    torch.save({"init_inputs": init_inputs, "trials": cpu_trials, "state_dict": state}, request.inputs_path)
+    channel.post(ReferenceReady(
+        [str(d) for d in native_dtypes], native_errors, notes, [int(o.numel()) for o in outputs64[0]], len(trials),
+        verify_sets, sum(x.numel() * x.element_size() for x in trials[0] if isinstance(x, torch.Tensor))))
+    if request.time_baselines and sys.stdin.readline().strip() == "time":  # the machine is quiet now
         _time_baselines(channel, model, pristine, trials, device, spec, hw)
     del trials
     if device == "cuda":
         torch.cuda.empty_cache()  # the inputs are in the file now: their memory goes back for the candidate
-    channel.send("drawn")
+    channel.post(Drawn())
     return outputs64, native_dtypes, cpu_trials
 
 
-def _compare(request: dict[str, Any], held: list[list[torch.Tensor]], dtypes: list[torch.dtype]) -> dict[str, Any]:
+def _compare(request: Compare, held: list[list[torch.Tensor]], dtypes: list[torch.dtype]) -> Compared:
     """Compare the candidate's verification outputs (files it wrote, read with weights_only) with
     the held references; when all match, also send every input set's reference summaries (values
     at the parent's fingerprint positions, norm, scale) for checking the timed calls."""
-    tolerances = [Tolerance(float(t["rel_l2"]), float(t["max_rel"]), bool(t["exact"])) for t in request["tolerances"]]
-    files = request["files"]
+    tolerances = [Tolerance(float(t["rel_l2"]), float(t["max_rel"]), bool(t["exact"])) for t in request.tolerances]
+    files = request.files
     worst_abs, worst_l2 = 0.0, 0.0
 
-    def verdict(result: Comparison, **extra: Any) -> dict[str, Any]:
-        return {"ok": result.ok, "reason": result.reason, "max_abs_err": max(worst_abs, result.max_abs_err),
-                "rel_l2_err": max(worst_l2, result.rel_l2_err), **extra}
+    def verdict(result: Comparison, summaries: list[list[dict[str, Any]]] | None = None) -> Compared:
+        return Compared(result.ok, result.reason, max(worst_abs, result.max_abs_err),
+                        max(worst_l2, result.rel_l2_err), summaries or [])
 
     for i, (path, refs) in enumerate(zip(files, held)):
         try:
@@ -182,7 +185,7 @@ def _compare(request: dict[str, Any], held: list[list[torch.Tensor]], dtypes: li
             if not result.ok:
                 return verdict(Comparison(False, f"trial {i + 1} of {len(files)}: {result.reason}"))
         del outs
-    positions = [torch.tensor(p, dtype=torch.long) for p in request["positions"]]
+    positions = [torch.tensor(p, dtype=torch.long) for p in request.positions]
     summaries = []
     for refs in held:
         row = []
@@ -299,28 +302,31 @@ def _reference_outputs(model: torch.nn.Module, pristine: list[module_state.Saved
     return outputs64, dtypes, native_errors, sorted(set(notes))
 
 
-def _baseline_cache(spec: dict[str, Any], hw: dict[str, Any]) -> Path | None:
+def _baseline_cache(spec: ReferenceSpec, hw: dict[str, Any]) -> Path | None:
     """Where this task's baseline timings on this machine and software are cached, if caching is on."""
-    if not spec.get("baseline_cache_dir"):
+    if not spec.baseline_cache_dir:
         return None
-    key = {k: spec[k] for k in ("task_hash", "sizes", "device", "allow_tf32", "bench_args", "compile_baseline")}
+    fields = dataclasses.asdict(spec)
+    key = {k: fields[k] for k in ("task_hash", "sizes", "device", "allow_tf32", "bench_args", "compile_baseline")}
     key["hardware"] = {k: hw.get(k) for k in ("gpu", "cpu", "driver", "torch", "cuda", "triton")}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
-    return Path(spec["baseline_cache_dir"]) / f"{digest}.json"
+    return Path(spec.baseline_cache_dir) / f"{digest}.json"
 
 
 def _time_baselines(channel: Channel, model: torch.nn.Module, pristine: list[module_state.Saved],
-                    trials: list[list[Any]], device: str, spec: dict[str, Any], hw: dict[str, Any]) -> None:
+                    trials: list[list[Any]], device: str, spec: ReferenceSpec, hw: dict[str, Any]) -> None:
     cache = _baseline_cache(spec, hw)
     if cache is not None and cache.is_file():
-        for message in json.loads(cache.read_text()):
-            channel.send(message.pop("type"), cached=True, **message)
+        for raw in json.loads(cache.read_text()):
+            message = parse(raw)
+            if isinstance(message, (Baseline, BaselineFailed)):
+                channel.post(dataclasses.replace(message, cached=True))
         return
     sent: list[dict[str, Any]] = []
 
-    def send(type_: str, **payload: Any) -> None:
-        sent.append({"type": type_, **payload})
-        channel.send(type_, **payload)
+    def send(message: Baseline | BaselineFailed) -> None:
+        sent.append({"type": message.KIND, **message.payload()})
+        channel.post(message)
 
     _measure_baselines(send, model, pristine, trials, device, spec)
     if cache is not None:
@@ -330,8 +336,9 @@ def _time_baselines(channel: Channel, model: torch.nn.Module, pristine: list[mod
         tmp.replace(cache)
 
 
-def _measure_baselines(send: Any, model: torch.nn.Module, pristine: list[module_state.Saved], trials: list[list[Any]],
-                       device: str, spec: dict[str, Any]) -> None:
+def _measure_baselines(send: Callable[[Baseline | BaselineFailed], None], model: torch.nn.Module,
+                       pristine: list[module_state.Saved], trials: list[list[Any]], device: str,
+                       spec: ReferenceSpec) -> None:
     sets = [[_to(x, device) for x in inputs] for inputs in trials]
 
     def prepare(i: int) -> list[Any]:
@@ -340,19 +347,19 @@ def _measure_baselines(send: Any, model: torch.nn.Module, pristine: list[module_
 
     def timed(fn: Any) -> dict[str, Any]:
         with torch.no_grad():
-            return bench.time_calls(lambda args: fn(*args), prepare, len(sets), device, **spec["bench_args"])
+            return bench.time_calls(lambda args: fn(*args), prepare, len(sets), device, **spec.bench_args).to_dict()
 
-    send("baseline", name="eager", timing=timed(model))
-    if spec["compile_baseline"]:
+    send(Baseline("eager", timed(model)))
+    if spec.compile_baseline:
         try:
             compiled = torch.compile(model)
-            send("baseline", name="torch_compile", timing=timed(compiled))
+            send(Baseline("torch_compile", timed(compiled)))
         except Exception as exc:
-            send("baseline_error", name="torch_compile", message=f"{type(exc).__name__}: {str(exc)[:300]}")
+            send(BaselineFailed("torch_compile", f"{type(exc).__name__}: {str(exc)[:300]}"))
 
 
 def _time_round(model: torch.nn.Module, pristine: list[module_state.Saved], inputs: list[list[Any]], device: str,
-                request: dict[str, Any]) -> dict[str, Any]:
+                request: TimeRound) -> dict[str, Any]:
     """Time the task's program on the draw's input sets (the ones the candidate is timed on), with
     the arguments the parent gives this round; the sets go to the device for the round only.
     Between calls it fingerprints its outputs at the candidate's positions, as the candidate's
@@ -360,7 +367,7 @@ def _time_round(model: torch.nn.Module, pristine: list[module_state.Saved], inpu
     0.80-0.86x on the CPU with it on one side only, 0.98x without it on either), and compares the
     inputs with the set they were cloned from, as the candidate's process checks for mutation."""
     sets = [[_to(x, device) for x in trial] for trial in inputs]
-    positions = [torch.tensor(p, dtype=torch.long) for p in request.get("positions", [])]
+    positions = [torch.tensor(p, dtype=torch.long) for p in request.positions]
 
     def prepare(i: int) -> list[Any]:
         module_state.restore(pristine)
@@ -375,11 +382,11 @@ def _time_round(model: torch.nn.Module, pristine: list[module_state.Saved], inpu
 
     with torch.no_grad():
         timing = bench.time_calls(lambda args: model(*args), prepare, len(sets), device, after_call=after_call,
-                                  rng=random.Random(int(request.get("seed", 0))), **request["bench_args"])
+                                  rng=random.Random(request.seed), **request.bench_args)
     del sets
     if device == "cuda":
         torch.cuda.empty_cache()
-    return timing
+    return timing.to_dict()
 
 
 if __name__ == "__main__":

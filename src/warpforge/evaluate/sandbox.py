@@ -446,6 +446,10 @@ class Channel:
         self._write = os.write
         self._dumps = json.dumps
 
+    def post(self, message: Any) -> None:
+        """A typed message (a protocol.Message): its KIND as the `type`, its fields as the payload."""
+        self.send(message.KIND, **message.payload())
+
     def send(self, type_: str, **payload: Any) -> None:
         data = self._dumps({"type": type_, **payload}, default=str).encode() + b"\n"
         while data:

@@ -19,7 +19,7 @@ from warpforge.candidate import EvalResult, Stage, Status, Timing
 from warpforge.config import EvalConfig
 from warpforge.evaluate import compile as compile_mod
 from warpforge.evaluate.paired import Rounds
-from warpforge.evaluate.protocol import Evidence, ParentView
+from warpforge.evaluate.protocol import Compared, Evidence, Loaded, ParentView
 from warpforge.evaluate.sandbox import ChildOutcome
 from warpforge.evaluate.verify import Comparison, RefSummary, Tolerance, compare_fingerprint
 
@@ -39,7 +39,7 @@ class Reference:
     """Input sets drawn: the verification trials, then those only timed calls see."""
     dtypes: list[torch.dtype]
     tolerances: list[Tolerance]
-    loaded: dict[str, Any]
+    loaded: Loaded
     """The reference process's start-up message: flops, bytes, hardware."""
     baselines: dict[str, Timing]
     baseline_notes: list[str]
@@ -54,13 +54,12 @@ def with_verdict(result: EvalResult, status: Status, reason: str, stage: str, **
     return dataclasses.replace(result, status=status, reason=reason, stage=cast(Stage, stage), **changes)
 
 
-def comparison_from(reply: dict[str, Any]) -> tuple[Comparison, dict[tuple[int, int], RefSummary]]:
-    """The reference process's "compared" message as a Comparison and, keyed by (input set,
+def comparison_from(reply: Compared) -> tuple[Comparison, dict[tuple[int, int], RefSummary]]:
+    """The reference process's `Compared` message as a Comparison and, keyed by (input set,
     output), the reference summaries that timed calls are checked against."""
-    comparison = Comparison(bool(reply["ok"]), str(reply["reason"]), float(reply["max_abs_err"]),
-                            float(reply["rel_l2_err"]))
+    comparison = Comparison(bool(reply.ok), str(reply.reason), float(reply.max_abs_err), float(reply.rel_l2_err))
     summaries = {(i, j): RefSummary(torch.tensor(s["values"], dtype=torch.float64), float(s["norm"]), float(s["scale"]))
-                 for i, row in enumerate(reply.get("summaries") or []) for j, s in enumerate(row)}
+                 for i, row in enumerate(reply.summaries) for j, s in enumerate(row)}
     return comparison, summaries
 
 
@@ -228,9 +227,9 @@ def content_cache_suspected(timing: dict[str, Any]) -> str | None:
 
 
 def _roofline(reference: Reference, timing: Timing, cfg: EvalConfig) -> dict[str, Any]:
-    flops, nbytes = reference.loaded.get("flops"), reference.loaded.get("bytes")
+    flops, nbytes = reference.loaded.flops, reference.loaded.bytes
     info: dict[str, Any] = {"flops": flops, "bytes": nbytes}
-    peaks = metrics.peaks_for(str(reference.loaded.get("hardware", {}).get("gpu", ""))) if cfg.device == "cuda" else None
+    peaks = metrics.peaks_for(str(reference.loaded.hardware.get("gpu", ""))) if cfg.device == "cuda" else None
     if peaks is None:
         return info
     dtype = str(reference.dtypes[0]).removeprefix("torch.") if reference.dtypes else "float32"

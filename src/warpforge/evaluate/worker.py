@@ -9,6 +9,7 @@ parent compares outputs with the reference, which this process never sees, and d
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -28,7 +29,9 @@ from warpforge.errors import Rejected
 from warpforge.evaluate import bench, debug, inputs as inputs_mod, sandbox, state
 from warpforge.evaluate.guard import Guard
 from warpforge.evaluate.inputs import fast_serialization, fingerprint, inputs_changed, split_outputs
-from warpforge.evaluate.protocol import CandidateSpec
+from warpforge.evaluate import protocol
+from warpforge.evaluate.protocol import (CandidateSpec, Compiled, CompileFailed, Crashed, Done, FirstRound, Profiled,
+                                         Ready, Refused, Round, StageEntered, Verified)
 
 _Tensor = torch.Tensor
 _expired = StorageWeakRef.expired  # bound now: replacing it on the class later does not reach this
@@ -44,6 +47,38 @@ def _same(a: Any, b: Any) -> bool:
     return bool(_dumps(a) == _dumps(b))
 
 
+@dataclasses.dataclass(frozen=True)
+class StageCall:
+    """One step of a stage as its boundary saw it (pytest's CallInfo is the model): what it
+    returned or the exception it raised, and how long it took."""
+
+    value: Any
+    error: BaseException | None
+    trace: str
+    seconds: float
+
+    def ending(self) -> protocol.Message:
+        """The message that ends the process's work after this step failed: a harness rule's
+        refusal, or the candidate's own exception."""
+        if isinstance(self.error, Rejected):
+            return Refused(str(self.error))
+        return Crashed(f"{_type(self.error).__name__}: {str(self.error)[:2000]}", self.trace)
+
+
+def _stage(channel: sandbox.Channel, name: str | None, step: Callable[[], Any]) -> StageCall:
+    """Run one step, entering stage `name` first (None: the step belongs to the current stage).
+    Every exception stops at this boundary, SystemExit and KeyboardInterrupt from candidate code
+    included: each is a verdict, never this process's own exit."""
+    if name is not None:
+        channel.post(StageEntered(name))
+    t0 = _perf()
+    try:
+        value = step()
+    except BaseException as exc:
+        return StageCall(None, exc, traceback.format_exc()[-6000:], _perf() - t0)
+    return StageCall(value, None, "", _perf() - t0)
+
+
 def main() -> None:
     sandbox.die_with_parent()
     channel = sandbox.Channel()
@@ -52,57 +87,64 @@ def main() -> None:
     # started before the reference finishes, so torch is imported by the time the spec arrives;
     # "ready" tells the parent this process has gone idle and the baselines may be timed
     _warm_up()
-    channel.send("ready")
+    channel.post(Ready())
     spec_path = sys.stdin.readline().strip()
     if not spec_path:
         return
     spec = CandidateSpec.from_json(Path(spec_path).read_text())
     Path(spec_path).unlink()  # the candidate must not read the fingerprint positions or seeds
     os.environ.update(spec.env)  # this candidate's compile caches (the process started before it was known)
-    guard = Guard([bench, inputs_mod, sandbox, sys.modules[__name__]])
+    guard = Guard([bench, inputs_mod, sandbox, protocol, sys.modules[__name__], *protocol.MESSAGES.values(),
+                   StageCall])
     check = guard.check  # bound now: replacing Guard.check on the class later does not reach this
-    device = spec.device
     threads_before = set(threading.enumerate())
-    channel.send("stage", name="compile")
-    t0 = _perf()
-    try:
-        module = _import_candidate(spec.candidate_path)
-    except BaseException as exc:  # SystemExit and KeyboardInterrupt from candidate code are failures too
-        channel.send("compile_error", message=f"{_type(exc).__name__}: {exc}", trace=traceback.format_exc()[-6000:])
+    imported = _stage(channel, "compile", lambda: _import_candidate(spec.candidate_path))
+    if imported.error is not None:
+        channel.post(CompileFailed(f"{_type(imported.error).__name__}: {imported.error}", imported.trace))
         return
     if spec.compile_only:  # a compile-pool job: the import filled the compile cache, nothing runs
-        channel.send("compiled", seconds=_perf() - t0)
+        channel.post(Compiled(imported.seconds))
         return
+    channel.post(_stages(channel, imported, spec, check, threads_before))
+
+
+def _stages(channel: sandbox.Channel, imported: StageCall, spec: CandidateSpec, check: Callable[[], str | None],
+            threads_before: set[threading.Thread]) -> protocol.Message:
+    """The candidate's stages after its import: build the model (still "compile"), verify,
+    bench, profile. Returns the message that ends the process's work."""
+    device = spec.device
     data = torch.load(spec.inputs_path, weights_only=True, mmap=True)  # tmpfs pages, not a copy
-    try:
+
+    def build() -> tuple[torch.nn.Module, list[state.Saved]]:
         problem = check() or _new_threads(threads_before)
         if problem:
             raise Rejected(problem)
-        model = _build_model(module, data, spec, device)
-        saved = state.snapshot(model)  # restored before every call: a stateful module sees the same history
-        channel.send("compiled", seconds=_perf() - t0)
-        channel.send("stage", name="verify")
-        outputs = _verify(channel, model, saved, data["trials"][: spec.verify_sets], spec, device, check,
-                          threads_before)
-        earlier = _weak_refs(outputs)
-        del outputs  # freed: only a candidate that kept them keeps their memory (see _bench)
-        command = sys.stdin.readline().strip()
-        if command != "bench":
-            channel.send("done")
-            return
-        channel.send("stage", name="bench")
-        _bench(channel, model, saved, data["trials"], spec, device, check, threads_before, earlier)
-        if spec.profile:
-            channel.send("stage", name="profile")
-            channel.send("profile", **_profile(model, data["trials"][0], spec, device))
-    except Rejected as exc:
-        channel.send("rejected", message=str(exc))
-        return
-    except BaseException as exc:
-        channel.send("runtime_error", message=f"{_type(exc).__name__}: {str(exc)[:2000]}",
-                     trace=traceback.format_exc()[-6000:])
-        return
-    channel.send("done")
+        model = _build_model(imported.value, data, spec, device)
+        return model, state.snapshot(model)  # restored before every call: a stateful module sees the same history
+
+    built = _stage(channel, None, build)
+    if built.error is not None:
+        return built.ending()
+    model, saved = built.value
+    channel.post(Compiled(imported.seconds + built.seconds))
+    verified = _stage(channel, "verify", lambda: _verify(channel, model, saved, data["trials"][: spec.verify_sets],
+                                                          spec, device, check, threads_before))
+    if verified.error is not None:
+        return verified.ending()
+    earlier = _weak_refs(verified.value)
+    del verified  # the outputs are freed: only a candidate that kept them keeps their memory (see _bench)
+    if sys.stdin.readline().strip() != "bench":
+        return Done()
+    timed = _stage(channel, "bench", lambda: _bench(channel, model, saved, data["trials"], spec, device, check,
+                                                    threads_before, earlier))
+    if timed.error is not None:
+        return timed.ending()
+    if spec.profile:
+        profiled = _stage(channel, "profile", lambda: _profile(model, data["trials"][0], spec, device))
+        if profiled.error is not None:
+            return profiled.ending()
+        channel.post(Profiled(profiled.value))
+    return Done()
 
 
 def _warm_up() -> None:
@@ -260,7 +302,7 @@ def _verify(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.
         if not _same(now, synced):
             raise Rejected(f"the output of call {i + 1} changed during later calls (an output buffer reused across "
                            "calls or written late)")
-    channel.send("verified", files=files, types=[[_type(o).__name__ for o in outs] for outs in kept])
+    channel.post(Verified(files, [[_type(o).__name__ for o in outs] for outs in kept]))
     return kept
 
 
@@ -315,14 +357,14 @@ def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.S
         timing = bench.time_calls(call, prepare, len(sets), device, rng=rng, unseen_sets=len(sets) - spec.verify_sets,
                                   after_call=after_call, **spec.bench_args)
     grown = (len(os.listdir("/proc/self/task")) - native_threads) if native_threads else 0
-    channel.send("bench", timing=timing, fingerprints=prints, native_threads_added=grown)
+    channel.post(FirstRound(timing.to_dict(), prints, grown))
     # paired timing: further rounds while the parent asks, each checked like the first
     while sys.stdin.readline().strip() == "again":
         prints.clear()
         with torch.no_grad():
             timing = bench.time_calls(call, prepare, len(sets), device, rng=rng, after_call=after_call,
                                       **(spec.round_args or spec.bench_args))
-        channel.send("bench_round", timing=timing, fingerprints=prints)
+        channel.post(Round(timing.to_dict(), prints))
 
 
 def _profile(model: torch.nn.Module, trial: list[Any], spec: CandidateSpec, device: str) -> dict[str, Any]:

@@ -98,8 +98,7 @@ class ShapeBench:
         # the end event goes on that stream: device time without the host's sync round trip
         stats = time_calls(lambda args: fn(args[0], args[1]), lambda i: list(self.sets[i % len(self.sets)]),
                            len(self.sets), self.device, mode=mode, rng=rng, trusted_stream=True, **budget)
-        return {"ms": stats["median_ms"], "iqr_ms": stats["iqr_ms"], "n": stats["n"],
-                "host_ms": stats["host_median_ms"]}
+        return {"ms": stats.median_ms, "iqr_ms": stats.iqr_ms, "n": stats.n, "host_ms": stats.host_median_ms}
 
     def time_many(self, fns: dict[str, choices.GemmFn], budget: dict[str, Any], mode: str = "offline",
                   rng: random.Random | None = None, rounds: int = 3) -> dict[str, dict[str, Any]]:
@@ -119,12 +118,12 @@ class ShapeBench:
                 fn = fns[name]
                 stats = time_calls(lambda args: fn(args[0], args[1]), lambda i: list(self.sets[i % len(self.sets)]),
                                    len(self.sets), self.device, mode=mode, rng=rng, trusted_stream=True, **share)
-                samples[name] += stats["samples_ms"]
-                hosts[name].append(stats["host_median_ms"])
+                samples[name] += stats.samples_ms
+                hosts[name].append(stats.host_median_ms)
         out = {}
         for name in fns:
             s = summarize(samples[name], hosts[name])
-            out[name] = {"ms": s["median_ms"], "iqr_ms": s["iqr_ms"], "n": s["n"], "host_ms": s["host_median_ms"]}
+            out[name] = {"ms": s.median_ms, "iqr_ms": s.iqr_ms, "n": s.n, "host_ms": s.host_median_ms}
         return out
 
     def other_layout(self) -> tuple[str, choices.GemmFn]:
