@@ -31,6 +31,7 @@ _GUARDED: list[tuple[Any, str]] = [
     (torch.Tensor, "detach"), (torch.Tensor, "fill_"), (torch.Tensor, "sum"), (torch.Tensor, "__eq__"),
     (torch.Tensor, "numel"), (torch.Tensor, "data_ptr"), (torch.Tensor, "untyped_storage"),
     (builtins, "type"), (builtins, "isinstance"), (builtins, "float"), (builtins, "len"), (builtins, "print"),
+    (builtins, "getattr"),
     (json, "dumps"), (json, "loads"), (os, "write"), (os, "_exit"), (threading, "enumerate"),
     (sys, "exit"), (torch.nn.Module, "__call__"),
 ]

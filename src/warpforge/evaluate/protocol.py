@@ -48,7 +48,10 @@ REFERENCE_KINDS: frozenset[str] = frozenset(get_args(ReferenceKind))
 ENDS = ("done", "rejected", "runtime_error")
 """The messages that end a candidate process's work."""
 
-_fields = dataclasses.fields  # bound now: the candidate's process sends these (the Guard watches this module)
+# bound now: the candidate's process sends these messages, and its Guard watches this module's
+# names, not the builtins or dataclasses a candidate could replace
+_fields = dataclasses.fields
+_getattr = getattr
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +61,7 @@ class Message:
     KIND: ClassVar[str] = ""
 
     def payload(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in _fields(self)}
+        return {f.name: _getattr(self, f.name) for f in _fields(self)}
 
     def to_json(self) -> str:
         return json.dumps({"type": self.KIND, **self.payload()}, default=str)

@@ -383,7 +383,7 @@ def _time_round(model: torch.nn.Module, pristine: list[module_state.Saved], inpu
     with torch.no_grad():
         timing = bench.time_calls(lambda args: model(*args), prepare, len(sets), device, after_call=after_call,
                                   rng=random.Random(request.seed), **request.bench_args)
-    del sets
+    sets.clear()  # the round's device copies go now (the closures above still name the list)
     if device == "cuda":
         torch.cuda.empty_cache()
     return timing.to_dict()
