@@ -25,8 +25,9 @@ from warpforge.errors import ConfigError, UsageError
 from warpforge.task import Task
 
 NO_LLM = ("no LLM configured: pass --llm PROVIDER:MODEL, e.g. --llm openai:gpt-4o (with OPENAI_API_KEY set), "
-          "--llm anthropic:claude-sonnet-4-5 (with ANTHROPIC_API_KEY set), or --llm openai:MODEL --base-url "
-          "http://localhost:8000/v1 for a local vLLM or Ollama server (or set WARPFORGE_LLM)")
+          "--llm anthropic:claude-sonnet-4-5 (with ANTHROPIC_API_KEY set), --llm openai:MODEL --base-url "
+          "http://localhost:8000/v1 for a local vLLM or Ollama server, --llm 'cmd:claude -p' for a command-line "
+          "agent, or --llm inbox:DIR to answer request files yourself (or set WARPFORGE_LLM)")
 
 
 def add_optimize_parser(sub: Any) -> None:
@@ -36,7 +37,9 @@ def add_optimize_parser(sub: Any) -> None:
                                    "evolutionary loop; every attempt goes into the archive, and a run resumes.")
     p.add_argument("tasks", nargs="+", metavar="TASK_OR_DIR")
     p.add_argument("--llm", action="append", default=[], metavar="PROVIDER:MODEL",
-                   help="openai:MODEL (any OpenAI-compatible endpoint), anthropic:MODEL, or replay:FILE.jsonl; "
+                   help="openai:MODEL (any OpenAI-compatible endpoint), anthropic:MODEL, replay:FILE.jsonl, "
+                        "'cmd:COMMAND' (a program per request: prompt on stdin, reply on stdout, e.g. 'cmd:claude -p') "
+                        "or inbox:DIR (request files answered by reply files); cmd(NAME):... records NAME; "
                         "repeat for an ensemble, MODEL@WEIGHT to weight it (default: $WARPFORGE_LLM)")
     p.add_argument("--base-url", help="endpoint of an OpenAI-compatible server, e.g. http://localhost:8000/v1")
     p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when a GPU is visible, else cpu")

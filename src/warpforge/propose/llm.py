@@ -5,7 +5,8 @@ a UCB1 bandit on how often a model's proposals improved the best kernel), retrie
 retrying (429, 5xx, timeouts, lost connections) with exponential backoff and jitter, keeps at
 most `concurrency` requests in flight, and counts tokens and cost per model. All I/O goes
 through a `Transport`, one small class per provider (`openai` for every OpenAI-compatible
-endpoint, `anthropic`, and `replay` for recorded replies); the SDK clients are made with
+endpoint, `anthropic`, `replay` for recorded replies, and in external.py `cmd` for a command per
+request and `inbox` for request and reply files); the SDK clients are made with
 max_retries=0 so the retry policy is ours and tested. It builds no prompts and parses no replies.
 
     LLMError(WarpforgeError)    a request failed for good (after retries, or a refusal such as HTTP 400)
@@ -27,10 +28,13 @@ from typing import Any, Protocol
 from warpforge.errors import ConfigError, LLMError
 from warpforge.propose.replay import RecordedReplies, estimate_tokens, last_user_text
 
-PROVIDERS = ("openai", "anthropic", "replay")
+PROVIDERS = ("openai", "anthropic", "replay", "cmd", "inbox")
+LOCAL_PROVIDERS = ("cmd", "inbox")
+"""Reached through a program or files on this machine (external.py): no endpoint, no price table."""
 
 _SPEC_FORMS = ("--llm takes PROVIDER:MODEL or PROVIDER:MODEL@WEIGHT with PROVIDER one of openai, anthropic, "
-               "replay and WEIGHT a positive number (e.g. openai:gpt-4o@2, replay:replies.jsonl)")
+               "replay, cmd, inbox and WEIGHT a positive number (e.g. openai:gpt-4o@2, replay:replies.jsonl, "
+               "'cmd:claude -p', inbox:DIR; cmd(NAME):COMMAND records NAME as the model)")
 
 # USD per million tokens (prompt, completion): standard rates, no batch or cache discounts.
 # Sources: platform.openai.com/docs/pricing and docs.anthropic.com/en/docs/about-claude/pricing
@@ -66,9 +70,11 @@ class TransientError(Exception):
 @dataclass(frozen=True)
 class ModelSpec:
     provider: str
-    """openai (any OpenAI-compatible endpoint: hosted, vLLM, SGLang, Ollama, llama.cpp server) | anthropic | replay."""
+    """openai (any OpenAI-compatible endpoint: hosted, vLLM, SGLang, Ollama, llama.cpp server) | anthropic | replay
+    | cmd (a command per request) | inbox (request and reply files)."""
     model: str
-    """The model name; for replay, the path of a JSONL file of recorded replies."""
+    """The model name; for replay, the path of a JSONL file of recorded replies; for cmd, the
+    command; for inbox, the folder."""
     base_url: str | None = None
     """None: the provider's hosted API (or OPENAI_BASE_URL / ANTHROPIC_BASE_URL when set)."""
     weight: float = 1.0
@@ -76,6 +82,8 @@ class ModelSpec:
     """USD per million prompt tokens."""
     price_out_per_mtok: float = 0.0
     """USD per million completion tokens."""
+    label: str = ""
+    """The name recorded for this model (cmd(NAME):COMMAND); "" for PROVIDER:MODEL."""
 
     def __post_init__(self) -> None:
         if self.provider not in PROVIDERS or not self.model:
@@ -87,7 +95,7 @@ class ModelSpec:
 
     @property
     def name(self) -> str:
-        return f"{self.provider}:{self.model}"
+        return self.label or f"{self.provider}:{self.model}"
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (prompt_tokens * self.price_in_per_mtok + completion_tokens * self.price_out_per_mtok) / 1e6
@@ -108,25 +116,37 @@ def parse_model_specs(specs: Sequence[str], base_url: str | None = None,
     parsed = []
     for text in specs:
         provider, colon, rest = text.strip().partition(":")
+        provider, label = _label(provider)
         model, at, weight_text = rest.rpartition("@") if "@" in rest else (rest, "", "")
         try:
             weight = float(weight_text) if at else 1.0
         except ValueError:
-            raise ConfigError(f"{text!r} is not a model: {_SPEC_FORMS}") from None
+            if provider not in LOCAL_PROVIDERS:  # a command or a folder may hold an @ of its own
+                raise ConfigError(f"{text!r} is not a model: {_SPEC_FORMS}") from None
+            model, weight = rest, 1.0
         if not colon or provider not in PROVIDERS or not model.strip():
             raise ConfigError(f"{text!r} is not a model: {_SPEC_FORMS}")
         model = model.strip()
-        url = base_url if provider != "replay" else None
-        price = (prices or {}).get(f"{provider}:{model}") or (prices or {}).get(model)
+        url = base_url if provider in ("openai", "anthropic") else None
+        price = (prices or {}).get(label or f"{provider}:{model}") or (prices or {}).get(model)
         if price is None:
-            price = default_prices(model) if url is None and provider != "replay" else (0.0, 0.0)
-        parsed.append(ModelSpec(provider, model, url, weight, float(price[0]), float(price[1])))
+            price = default_prices(model) if url is None and provider in ("openai", "anthropic") else (0.0, 0.0)
+        parsed.append(ModelSpec(provider, model, url, weight, float(price[0]), float(price[1]), label))
     if base_url and {"openai", "anthropic"} <= {s.provider for s in parsed}:
         raise ConfigError("--base-url names one endpoint but the models use both openai and anthropic: "
                           "drop --base-url or use one provider")
     if len({s.name for s in parsed}) < len(parsed):
         raise ConfigError("the same --llm model is given twice: give it once with a weight (PROVIDER:MODEL@2)")
     return parsed
+
+
+def _label(provider: str) -> tuple[str, str]:
+    """"cmd(NAME)" -> ("cmd", "NAME"); "openai" -> ("openai", "")."""
+    if provider.endswith(")") and "(" in provider:
+        head, _, label = provider[:-1].partition("(")
+        if label.strip():
+            return head.strip(), label.strip()
+    return provider.strip(), ""
 
 
 @dataclass(frozen=True)
@@ -349,6 +369,10 @@ def make_transport(spec: ModelSpec, timeout_s: float) -> Transport:
         return OpenAITransport(spec, timeout_s)
     if spec.provider == "anthropic":
         return AnthropicTransport(spec, timeout_s)
+    if spec.provider in LOCAL_PROVIDERS:
+        from warpforge.propose.external import CommandTransport, InboxTransport
+
+        return CommandTransport(spec, timeout_s) if spec.provider == "cmd" else InboxTransport(spec, timeout_s)
     return ReplayTransport(spec, timeout_s)
 
 

@@ -1,0 +1,209 @@
+"""Models reached through a program or through files: the `cmd` and `inbox` providers.
+
+`--llm cmd:COMMAND` runs COMMAND through the shell once per request, with the prompt on its
+stdin and the reply read from its stdout. Any command-line agent or local runner works this
+way: `claude -p`, `codex exec -`, `llm -m MODEL`, `ollama run MODEL`. A command that prints a
+JSON object with `result` (or `text`) and `usage.input_tokens` / `usage.output_tokens`, as
+`claude -p --output-format json` does, has its token counts taken from it; otherwise tokens are
+estimated (about four characters a token). The command also sees WARPFORGE_MAX_TOKENS and
+WARPFORGE_TEMPERATURE. A non-zero exit or a time-out is retried like an HTTP 5xx; exit 127
+(command not found) is not.
+
+`--llm inbox:DIR` writes each request to DIR/<id>.request.md and waits for DIR/<id>.reply.md, so
+anything that reads and writes files can answer: a coding agent, a script, a person. A reply is
+taken once its size has stopped changing. Answered pairs move to DIR/answered/. Ids are a hash
+of the prompt plus a count, so after a kill the same prompt finds a reply that was written
+while nobody waited. DIR/README.md tells the responder all of this.
+
+`cmd(NAME):COMMAND` and `inbox(NAME):DIR` record NAME as the model in the archive (default:
+`cmd:COMMAND`, `inbox:DIR`). Both transports are used through LLMClient, which adds the
+retries, the concurrency limit and the accounting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from warpforge.errors import ConfigError, LLMError
+from warpforge.propose.replay import estimate_tokens
+
+if TYPE_CHECKING:
+    from warpforge.propose.llm import ModelSpec, Reply
+
+POLL_S = 0.2
+"""How often the inbox looks for a reply."""
+
+INBOX_README = """# warpforge inbox
+
+warpforge writes each request to the model as `<id>.request.md` in this folder: the prompt as one
+text (the system prompt first, then the user's message). Answer it by writing the whole reply to
+`<id>.reply.md` (write it under another name first and rename it, or write it at once: warpforge
+takes a reply once its size stops changing). Answered pairs move to `answered/`.
+
+Each request also has `<id>.request.json`: the chat messages, max_tokens and temperature.
+A reply is read as the model's reply: give the kernel in a fenced code block, as the prompt asks.
+"""
+
+
+def render_prompt(messages: list[dict[str, str]]) -> str:
+    """One text for a program or a person: a system prompt then one user message as two
+    paragraphs; any other conversation with each turn under its role."""
+    roles = [m.get("role") for m in messages]
+    if roles in (["user"], ["system", "user"]):
+        return "\n\n".join(str(m.get("content", "")) for m in messages)
+    return "\n\n".join(f"### {m.get('role', 'user')}\n\n{m.get('content', '')}" for m in messages)
+
+
+def _reply_of(stdout: str, prompt: str) -> tuple[str, int, int]:
+    """The reply's text and (prompt, completion) tokens: from a JSON object the tool printed
+    (`result` or `text`, `usage`), else the whole output with estimated tokens."""
+    text: str = stdout
+    prompt_tokens: object = None
+    completion_tokens: object = None
+    stripped = stdout.strip()
+    if stripped.startswith("{"):
+        try:
+            obj = json.loads(stripped)
+        except ValueError:
+            obj = None
+        said = obj.get("result", obj.get("text")) if isinstance(obj, dict) else None
+        if isinstance(obj, dict) and isinstance(said, str):
+            text = said
+            usage = obj.get("usage")
+            if isinstance(usage, dict):
+                prompt_tokens, completion_tokens = usage.get("input_tokens"), usage.get("output_tokens")
+    return (text,
+            prompt_tokens if isinstance(prompt_tokens, int) else estimate_tokens(prompt),
+            completion_tokens if isinstance(completion_tokens, int) else estimate_tokens(text))
+
+
+class CommandTransport:
+    """`cmd:COMMAND`: the prompt on the command's stdin, the reply from its stdout."""
+
+    def __init__(self, spec: ModelSpec, timeout_s: float) -> None:
+        self.spec, self.timeout_s, self.command = spec, timeout_s, spec.model
+
+    def ping(self) -> None:
+        """The program exists (nothing is run: a call may cost money)."""
+        try:
+            argv = shlex.split(self.command)
+        except ValueError as exc:
+            raise ConfigError(f"--llm {self.spec.name}: the command does not parse ({exc})") from None
+        words = [w for w in argv if "=" not in w.split("/")[0]]  # past VAR=value prefixes
+        if not words:
+            raise ConfigError(f"--llm {self.spec.name}: no command given: e.g. --llm 'cmd:claude -p'")
+        if shutil.which(words[0]) is None:
+            raise ConfigError(f"--llm {self.spec.name}: {words[0]!r} is not a program on PATH: install it or give "
+                              "its full path")
+
+    def chat(self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float) -> Reply:
+        from warpforge.propose.llm import Reply, TransientError
+
+        prompt = render_prompt(messages)
+        env = {**os.environ, "WARPFORGE_MAX_TOKENS": str(max_tokens), "WARPFORGE_TEMPERATURE": str(temperature)}
+        # its own process group, so a time-out stops the agent the shell started, not only the shell
+        proc = subprocess.Popen(self.command, shell=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+        try:
+            stdout, stderr = proc.communicate(prompt, timeout=self.timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise TransientError(f"{self.spec.name} gave no reply within {self.timeout_s:g} s") from None
+        if proc.returncode == 127:
+            raise LLMError(f"{self.spec.name}: command not found ({_tail(stderr)}); check --llm")
+        if proc.returncode != 0:
+            raise TransientError(f"{self.spec.name} exited with {proc.returncode}: {_tail(stderr) or 'no message'}")
+        text, prompt_tokens, completion_tokens = _reply_of(stdout, prompt)
+        if not text.strip():
+            raise TransientError(f"{self.spec.name} printed no reply")
+        return Reply(text, prompt_tokens, completion_tokens, "stop")
+
+
+class InboxTransport:
+    """`inbox:DIR`: a request file per call, answered by whoever writes the reply file."""
+
+    def __init__(self, spec: ModelSpec, timeout_s: float) -> None:
+        self.spec, self.timeout_s, self.dir = spec, timeout_s, Path(spec.model).expanduser()
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+
+    def ping(self) -> None:
+        """The folder exists (made if not), can be written, and holds the README."""
+        try:
+            (self.dir / "answered").mkdir(parents=True, exist_ok=True)
+            readme = self.dir / "README.md"
+            if not readme.exists():
+                readme.write_text(INBOX_README)
+        except OSError as exc:
+            raise ConfigError(f"--llm {self.spec.name}: cannot write the inbox folder ({exc.strerror or exc})") from None
+
+    def chat(self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float) -> Reply:
+        from warpforge.propose.llm import Reply, TransientError
+
+        self.ping()
+        prompt = render_prompt(messages)
+        key = hashlib.sha256(prompt.encode()).hexdigest()[:12]
+        with self._lock:
+            n = self._counts.get(key, 0)
+            self._counts[key] = n + 1
+        name = f"{key}-{n}"
+        request, reply = self.dir / f"{name}.request.md", self.dir / f"{name}.reply.md"
+        if not request.exists() and not reply.exists():  # after a kill the same request may be waiting already
+            _write_atomically(self.dir / f"{name}.request.json", json.dumps(
+                {"messages": messages, "max_tokens": max_tokens, "temperature": temperature}, indent=1))
+            _write_atomically(request, prompt)
+        text = self._wait(reply)
+        if text is None:
+            raise TransientError(f"no reply in {reply} within {self.timeout_s:g} s")
+        for path in (request, self.dir / f"{name}.request.json", reply):
+            _move_aside(path, self.dir / "answered")
+        if not text.strip():
+            raise TransientError(f"{reply} was empty")
+        return Reply(text, estimate_tokens(prompt), estimate_tokens(text), "stop")
+
+    def _wait(self, reply: Path) -> str | None:
+        """The reply's text once its size stopped changing between two looks; None at the time-out."""
+        deadline = time.monotonic() + self.timeout_s
+        last = -1
+        while time.monotonic() < deadline:
+            try:
+                size = reply.stat().st_size
+            except FileNotFoundError:
+                size = -1
+            if size >= 0 and size == last:
+                return reply.read_text(errors="replace")
+            last = size
+            time.sleep(POLL_S)
+        return None
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _move_aside(path: Path, folder: Path) -> None:
+    """Into `folder`, under a new name if one is taken (the same prompt can be asked again)."""
+    if not path.exists():
+        return
+    target, i = folder / path.name, 1
+    while target.exists():
+        target = folder / f"{path.stem}.{i}{path.suffix}"
+        i += 1
+    path.replace(target)
+
+
+def _tail(text: str, limit: int = 300) -> str:
+    return " ".join(text.split())[-limit:]
