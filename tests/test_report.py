@@ -270,6 +270,16 @@ def test_index_leaderboard_has_a_row_per_task(report):
     assert "Geometric-mean speedup" in dom.by_id("geomean").text()
 
 
+def test_index_groups_the_tasks_by_level(report):
+    index, _ = report
+    rows = {r.attrs["data-level"]: [td.text().strip() for td in r.find_all("td")]
+            for r in parse(index).by_id("levels").find_all("tr", "level-row")}
+    assert list(rows) == ["level 1", "level 2", "level 3", "level 9"]  # EVIL_TASK is level9/...
+    # level 1: softmax, gemm, relu, all attempted; level 2: gemm_bias_relu, nothing correct, so 1x
+    assert rows["level 1"][1:3] == ["3", "3"] and rows["level 2"][1:5] == ["1", "1", "0", "1×"]
+    assert rows["level 3"][1:3] == ["1", "0"] and rows["level 3"][4] == "—"  # mlp: listed, never attempted
+
+
 def test_index_kind_split_failure_mix_and_runs(report):
     index, _ = report
     dom = parse(index)

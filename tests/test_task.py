@@ -54,9 +54,10 @@ def test_kernelbench_tree_loads_unchanged(tmp_path):
 
 def test_tasks_command_lists_a_tree(tmp_path):
     root = make_tree(tmp_path / "KernelBench")
-    out = subprocess.run([sys.executable, "-m", "warpforge.cli", "tasks", "--root", str(root), "--json"],
-                         capture_output=True, text=True, check=True)
-    assert len(json.loads(out.stdout)) == 5
+    for flag in ("--root", "--kernelbench"):
+        out = subprocess.run([sys.executable, "-m", "warpforge.cli", "tasks", flag, str(root), "--json"],
+                             capture_output=True, text=True, check=True)
+        assert len(json.loads(out.stdout)) == 5
 
 
 def test_suite_names_resolve():

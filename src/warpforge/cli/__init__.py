@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--limit", type=int, help="evaluate at most this many tasks not yet in --out, then stop")
     add_eval_options(c)
     t = sub.add_parser("tasks", help="list the built-in task suite, or the tasks of a KernelBench-style tree")
-    t.add_argument("--root", help="a directory of level1/, level2/... folders (e.g. KernelBench/KernelBench)")
+    t.add_argument("--root", "--kernelbench", dest="root", metavar="DIR",
+                   help="a directory of level1/, level2/... folders, e.g. a KernelBench checkout's KernelBench/")
     t.add_argument("--json", action="store_true")
     from warpforge.cli.agent import add_agent_parsers
     from warpforge.cli.archive import add_archive_parser

@@ -31,6 +31,7 @@ from warpforge.evaluate.inputs import fingerprint_positions
 from warpforge.evaluate import jail
 from warpforge.evaluate.paired import Rounds, pair_memory_note
 from warpforge.evaluate import protocol
+from warpforge.evaluate.presets import CPU_BYTES
 from warpforge.evaluate.protocol import (Baseline, BaselineFailed, CandidateSpec, Compare, Compared, Draw, Loaded,
                                          ParentView, ReferenceReady, ReferenceSpec, TaskFailed, Timed, TimeRound)
 from warpforge.evaluate.sandbox import Child
@@ -345,7 +346,9 @@ class Judge:
             task_path=str(self.task.path), sizes=self.task.sizes(cfg.size or ""), device=str(cfg.device),
             init_seed=self._init_seed, allow_tf32=self.allow_tf32, compile_baseline=cfg.compile_baseline,
             bench_args=_bench_args(cfg), task_hash=self.task.source_hash,
-            baseline_cache_dir=str(Path(cfg.cache_dir) / "baselines") if cfg.reuse_baselines else "")
+            baseline_cache_dir=str(Path(cfg.cache_dir) / "baselines") if cfg.reuse_baselines else "",
+            # a task with no CPU preset (KernelBench's files carry their GPU sizes only) is scaled down
+            fit_bytes=CPU_BYTES if cfg.size == "cpu" and "cpu" not in (self.task.metadata.get("sizes") or {}) else 0)
         spec_path = self._tmp / "reference_spec.json"
         spec_path.write_text(spec.to_json())
         self._server_started = time.monotonic()

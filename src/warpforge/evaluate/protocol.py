@@ -289,6 +289,10 @@ class ReferenceSpec:
     bench_args: dict[str, Any]
     task_hash: str
     baseline_cache_dir: str = ""
+    fit_bytes: int = 0
+    """0: the task's globals as they are (with `sizes`); N: a task with no preset for this size
+    has its large int globals scaled down until inputs and weights take at most N bytes
+    (presets.fit_globals)."""
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

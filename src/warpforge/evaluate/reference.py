@@ -34,6 +34,7 @@ from warpforge.evaluate import bench, hardware
 from warpforge.evaluate.inputs import (DEFAULT_DISTS, apply_distribution, fast_serialization, fingerprint, inputs_changed,
                                        split_outputs)
 from warpforge.evaluate import debug
+from warpforge.evaluate.presets import fit_globals
 from warpforge.evaluate.protocol import (Baseline, BaselineFailed, Compare, Compared, Draw, Drawn, Loaded, ReferenceReady,
                                          ReferenceSpec, TaskFailed, Timed, TimeRound, parse, request_from_json)
 from warpforge.evaluate.sandbox import Channel, die_with_parent
@@ -62,6 +63,7 @@ def main(spec_path: str) -> None:
     try:
         task = load_task(spec.task_path)
         module = import_task_module(task, spec.sizes)
+        _, scale_note = fit_globals(module, spec.fit_bytes) if spec.fit_bytes else ({}, "")
         init_inputs = _init_inputs(module)
         torch.manual_seed(spec.init_seed)
         model = module.Model(*init_inputs).eval()
@@ -96,7 +98,8 @@ def main(spec_path: str) -> None:
         held_inputs.clear()
         if device == "cuda":
             torch.cuda.empty_cache()
-        drawn = _draw(channel, module, task.metadata, model, pristine, init_inputs, state, request, spec, hw)
+        drawn = _draw(channel, module, task.metadata, model, pristine, init_inputs, state, request, spec, hw,
+                      [scale_note] if scale_note else [])
         if drawn is None:
             return
         held.extend(drawn[0])
@@ -106,12 +109,12 @@ def main(spec_path: str) -> None:
 
 def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.nn.Module,
           pristine: list[module_state.Saved], init_inputs: list[Any],
-          state: dict[str, torch.Tensor], request: Draw, spec: ReferenceSpec,
-          hw: dict[str, Any]) -> tuple[list[list[torch.Tensor]], list[torch.dtype], list[list[Any]]] | None:
+          state: dict[str, torch.Tensor], request: Draw, spec: ReferenceSpec, hw: dict[str, Any],
+          notes: list[str]) -> tuple[list[list[torch.Tensor]], list[torch.dtype], list[list[Any]]] | None:
     """One draw: fresh inputs from the request's seeds, their float64 outputs, the baselines if
     asked. Inputs go to the candidate's folder; the outputs (returned) stay in this process."""
     device = spec.device
-    seeds, verify_sets, notes = request.trial_seeds, request.verify_sets, []
+    seeds, verify_sets, notes = request.trial_seeds, request.verify_sets, list(notes)
     big = False  # sets too big to hold on the GPU all at once
     try:
         trials = _draw_trials(module, metadata, seeds[:1], device)
@@ -308,6 +311,8 @@ def _baseline_cache(spec: ReferenceSpec, hw: dict[str, Any]) -> Path | None:
         return None
     fields = dataclasses.asdict(spec)
     key = {k: fields[k] for k in ("task_hash", "sizes", "device", "allow_tf32", "bench_args", "compile_baseline")}
+    if spec.fit_bytes:  # (absent otherwise, so the keys of tasks with presets stay as they were)
+        key["fit_bytes"] = spec.fit_bytes
     key["hardware"] = {k: hw.get(k) for k in ("gpu", "cpu", "driver", "torch", "cuda", "triton")}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
     return Path(spec.baseline_cache_dir) / f"{digest}.json"

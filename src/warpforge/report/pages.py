@@ -327,6 +327,29 @@ def task_context(view: ArchiveView, task: TaskView) -> dict[str, Any]:
     return ctx
 
 
+def level_of(name: str) -> str:
+    """"level1/softmax" -> "level 1"; a task outside a levelN/ folder -> "other"."""
+    head = name.split("/", 1)[0]
+    return f"level {head[5:]}" if len(name.split("/", 1)) == 2 and head[:5] == "level" and head[5:].isdigit() \
+        else "other"
+
+
+def level_rows(tasks: list[TaskView]) -> list[dict[str, Any]]:
+    """One row per level (KernelBench's 1-3, in order, then "other"): tasks, tasks attempted and
+    improved, the geomean of the best speedups over eager counting a task without a correct,
+    timed kernel as 1x, and how many bests are custom kernels."""
+    rows = []
+    for level in sorted({level_of(t.name) for t in tasks}, key=lambda k: (k == "other", len(k), k)):
+        group = [t for t in tasks if level_of(t.name) == level]
+        attempted = [t for t in group if t.attempts]
+        speedups = [positive(t.best.speedup) if t.best else None for t in attempted]
+        rows.append({"level": level, "tasks": len(group), "attempted": len(attempted),
+                     "improved": sum(t.improved for t in group),
+                     "geomean_all": geometric_mean([s or 1.0 for s in speedups]) if attempted else None,
+                     "custom": sum(bool(t.best and t.best.kernels_kind == "custom_kernel") for t in group)})
+    return rows
+
+
 def index_context(view: ArchiveView) -> dict[str, Any]:
     """What index.html shows beyond the ArchiveView itself."""
     attempts = [a for t in view.tasks for a in t.attempts]
@@ -346,4 +369,5 @@ def index_context(view: ArchiveView) -> dict[str, Any]:
         "geomean_all": geometric_mean(timed + [1.0] * (len(attempted) - len(timed))) if attempted and timed else None,
         "geomean_compile": geometric_mean(vs_compile) if vs_compile else None, "n_compile": len(vs_compile),
         "tokens": sum(t.tokens for t in view.tasks), "cost": sum(t.cost_usd for t in view.tasks),
+        "levels": level_rows(view.tasks),
     }

@@ -1,0 +1,73 @@
+"""Size presets for tasks that bring none (evaluate/presets.py), and a KernelBench-sized task
+evaluated on the CPU through them."""
+
+from __future__ import annotations
+
+import types
+
+import torch
+import torch.nn as nn
+
+from warpforge.evaluate.presets import CPU_BYTES, fit_globals
+
+FIXTURE = "tests/fixtures/tasks/kernelbench_sized.py"
+
+
+def task_module(**globals_: object) -> types.ModuleType:
+    module = types.ModuleType("task")
+    vars(module).update(globals_)
+    return module
+
+
+def attention_task() -> types.ModuleType:
+    module = task_module(batch=64, seq=2048, embed_dim=768, num_heads=12)
+
+    class Model(nn.Module):
+        def __init__(self, embed_dim: int, num_heads: int) -> None:
+            super().__init__()
+            self.attn = nn.MultiheadAttention(embed_dim, num_heads, batch_first=True)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.attn(x, x, x)[0]
+
+    module.Model = Model  # type: ignore[attr-defined]
+    module.get_inputs = lambda: [torch.rand(module.batch, module.seq, module.embed_dim)]  # type: ignore[attr-defined]
+    module.get_init_inputs = lambda: [module.embed_dim, module.num_heads]  # type: ignore[attr-defined]
+    return module
+
+
+def test_large_globals_are_divided_together_and_small_ones_kept() -> None:
+    from warpforge.task import import_task_module, load_task
+
+    module = import_task_module(load_task(FIXTURE))
+    scaled, note = fit_globals(module, CPU_BYTES)
+    assert scaled == {"batch_size": 512, "in_features": 512, "out_features": 128}  # 16384/32, 4096/32
+    assert module.num_heads == 8 and module.batch_size == 512  # applied to the module; the small int kept
+    assert "divided by 32" in note and "1280.0 -> 1.25 MiB" in note
+
+
+def test_the_factor_stops_where_the_task_would_no_longer_build() -> None:
+    # 768 / 128 = 6 is not divisible by 12 heads: the attention layer refuses it, so 64 is the most
+    module = attention_task()
+    scaled, note = fit_globals(module, 1 << 10)
+    assert scaled["embed_dim"] == 12 and scaled["seq"] == 32 and module.num_heads == 12
+    assert "divided by 64" in note
+
+
+def test_a_task_that_fits_or_cannot_be_measured_keeps_its_sizes() -> None:
+    assert fit_globals(attention_task(), 1 << 40) == ({}, "")
+    module = attention_task()
+    module.get_init_inputs = lambda: [int(torch.randint(700, 800, (1,)).item()), 12]  # .item() on the meta device
+    scaled, note = fit_globals(module, CPU_BYTES)
+    assert scaled == {} and module.embed_dim == 768 and "could not be measured" in note
+
+
+def test_a_kernelbench_sized_task_reads_one_against_itself_on_the_cpu() -> None:
+    from warpforge import EvalConfig, evaluate, load_task
+    from warpforge.calibrate import as_candidate
+
+    task = load_task(FIXTURE)
+    result = evaluate(task, as_candidate(task), EvalConfig(device="cpu", warmup_ms=5.0, rep_ms=20.0, min_reps=5,
+                                                           timing_bound=100.0))
+    assert result.status == "correct", result.reason
+    assert any("divided by 32" in w for w in result.warnings), result.warnings
