@@ -71,3 +71,24 @@ def test_a_kernelbench_sized_task_reads_one_against_itself_on_the_cpu() -> None:
                                                            timing_bound=100.0))
     assert result.status == "correct", result.reason
     assert any("divided by 32" in w for w in result.warnings), result.warnings
+
+
+def test_a_shape_held_in_a_tuple_is_scaled_with_the_ints_it_was_made_from() -> None:
+    # KernelBench writes `bias_shape = (out_channels, 1, 1)`: left alone it no longer matches
+    module = task_module(batch=256, channels=512, size=128, bias_shape=(512, 1, 1), kernel=3)
+
+    class Model(nn.Module):
+        def __init__(self, channels: int, kernel: int, bias_shape: tuple[int, ...]) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(channels, channels, kernel, padding=1)
+            self.bias = nn.Parameter(torch.zeros(bias_shape))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.conv(x) + self.bias
+
+    module.Model = Model  # type: ignore[attr-defined]
+    module.get_inputs = lambda: [torch.rand(module.batch, module.channels, module.size, module.size)]  # type: ignore[attr-defined]
+    module.get_init_inputs = lambda: [module.channels, module.kernel, module.bias_shape]  # type: ignore[attr-defined]
+    scaled, note = fit_globals(module, CPU_BYTES)
+    factor = 512 // scaled["channels"]
+    assert factor > 1 and scaled["bias_shape"] == (512 // factor, 1, 1) and module.kernel == 3, note

@@ -4,7 +4,8 @@ KernelBench's task files carry one size, sized for a GPU (level 1 up to 6 GiB a 
 no `WARPFORGE["sizes"]`. To evaluate or optimise one on a CPU, the reference process divides
 every module-level int of at least MIN_SCALED (batch sizes, channels, lengths, features) by the
 same power of two, the smallest that brings the inputs and the model's weights within a byte
-budget. Small ints (kernel sizes, strides, dims, head counts) keep their values. One factor for
+budget; so is each such int inside a tuple or list of ints (`bias_shape = (out_channels, 1, 1)`).
+Small ints (kernel sizes, strides, dims, head counts) keep their values. One factor for
 all keeps ratios (`hidden = 4 * dim` stays 4x) and divisibility by powers of two. Sizes are
 measured on the meta device, so nothing is allocated, and a factor at which the task no longer
 builds or runs there (embed_dim no longer divisible by num_heads) is not used: the largest
@@ -25,12 +26,11 @@ CPU_BYTES = 4 << 20
 """The budget on a CPU: the built-in suite's CPU presets take 1-4 MiB of inputs."""
 
 
-def fit_globals(module: Any, budget_bytes: int) -> tuple[dict[str, int], str]:
+def fit_globals(module: Any, budget_bytes: int) -> tuple[dict[str, Any], str]:
     """Scale `module`'s large int globals down (in place) until its inputs and weights take at
     most `budget_bytes`; returns the new values and a note for the result ("" when nothing
     changed)."""
-    original = {name: value for name, value in vars(module).items()
-                if type(value) is int and value >= MIN_SCALED and not name.startswith("_")}
+    original = {name: value for name, value in vars(module).items() if not name.startswith("_") and _scalable(value)}
     if not original:
         return {}, ""
     before = _footprint(module)
@@ -59,9 +59,23 @@ def fit_globals(module: Any, budget_bytes: int) -> tuple[dict[str, int], str]:
                     f"({changes}); inputs and weights {before / 2**20:.1f} -> {size / 2**20:.2f} MiB")
 
 
-def _scale(module: Any, original: dict[str, int], factor: int) -> None:
+def _scalable(value: Any) -> bool:
+    """An int of at least MIN_SCALED, or a tuple or list of ints holding one (a shape)."""
+    if type(value) is int:
+        return value >= MIN_SCALED
+    return type(value) in (tuple, list) and bool(value) and all(type(v) is int for v in value) \
+        and max(value) >= MIN_SCALED
+
+
+def _scaled(value: Any, factor: int) -> Any:
+    if type(value) is int:
+        return max(value // factor, 1) if value >= MIN_SCALED else value
+    return type(value)(_scaled(v, factor) for v in value)
+
+
+def _scale(module: Any, original: dict[str, Any], factor: int) -> None:
     for name, value in original.items():
-        setattr(module, name, max(value // factor, 1))
+        setattr(module, name, _scaled(value, factor))
 
 
 def _built(module: Any) -> tuple[torch.nn.Module, list[Any]]:
@@ -83,7 +97,7 @@ def _footprint(module: Any) -> int | None:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def _runs(module: Any, original: dict[str, int], factor: int) -> bool:
+def _runs(module: Any, original: dict[str, Any], factor: int) -> bool:
     """The task's forward at this factor, on the meta device: False only when it raises an error
     other than an operator with no meta kernel (which says nothing about the shapes)."""
     _scale(module, original, factor)
