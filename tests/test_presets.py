@@ -43,7 +43,7 @@ def test_large_globals_are_divided_together_and_small_ones_kept() -> None:
     scaled, note = fit_globals(module, CPU_BYTES)
     assert scaled == {"batch_size": 512, "in_features": 512, "out_features": 128}  # 16384/32, 4096/32
     assert module.num_heads == 8 and module.batch_size == 512  # applied to the module; the small int kept
-    assert "divided by 32" in note and "1280.0 -> 1.25 MiB" in note
+    assert "divided by 32" in note and "1536.0 -> 1.50 MiB" in note  # 1 GiB in, 256 MiB weights, 256 MiB out
 
 
 def test_the_factor_stops_where_the_task_would_no_longer_build() -> None:
@@ -92,3 +92,20 @@ def test_a_shape_held_in_a_tuple_is_scaled_with_the_ints_it_was_made_from() -> N
     scaled, note = fit_globals(module, CPU_BYTES)
     factor = 512 // scaled["channels"]
     assert factor > 1 and scaled["bias_shape"] == (512 // factor, 1, 1) and module.kernel == 3, note
+
+
+def test_outputs_count_too_a_tall_skinny_product_is_scaled_by_its_output() -> None:
+    # KernelBench's level1/9: two 8 MiB inputs, one 4 GiB output (M x M); 8 float64 copies of it
+    # ran a 23 GB machine out of memory when only the inputs were counted
+    module = task_module(M=32768, N=32)
+
+    class Model(nn.Module):
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return a @ b
+
+    module.Model = Model  # type: ignore[attr-defined]
+    module.get_inputs = lambda: [torch.rand(module.M, module.N), torch.rand(module.N, module.M)]  # type: ignore[attr-defined]
+    module.get_init_inputs = lambda: []  # type: ignore[attr-defined]
+    scaled, note = fit_globals(module, CPU_BYTES)
+    # at M = 1024 (factor 32) the output alone fills the 4 MiB budget: 64 is the smallest factor that fits
+    assert scaled["M"] == 512 and "divided by 64" in note, note

@@ -3,13 +3,14 @@
 KernelBench's task files carry one size, sized for a GPU (level 1 up to 6 GiB a tensor), and
 no `WARPFORGE["sizes"]`. To evaluate or optimise one on a CPU, the reference process divides
 every module-level int of at least MIN_SCALED (batch sizes, channels, lengths, features) by the
-same power of two, the smallest that brings the inputs and the model's weights within a byte
-budget; so is each such int inside a tuple or list of ints (`bias_shape = (out_channels, 1, 1)`).
+same power of two, the smallest that brings one input set, the model's weights and its outputs
+within a byte budget; so is each such int inside a tuple or list of ints (`bias_shape = (out_channels, 1, 1)`).
 Small ints (kernel sizes, strides, dims, head counts) keep their values. One factor for
 all keeps ratios (`hidden = 4 * dim` stays 4x) and divisibility by powers of two. Sizes are
-measured on the meta device, so nothing is allocated, and a factor at which the task no longer
-builds or runs there (embed_dim no longer divisible by num_heads) is not used: the largest
-that still does is. A task that cannot be measured there keeps its sizes.
+measured by building and running the task on the meta device, so nothing is allocated, and a
+factor at which the task no longer builds or runs there (embed_dim no longer divisible by
+num_heads) is not used: the largest that still does is. A task that cannot be measured there
+keeps its sizes.
 
 Runs task code: only in the reference process, which runs the task anyway.
 """
@@ -27,36 +28,34 @@ CPU_BYTES = 4 << 20
 
 
 def fit_globals(module: Any, budget_bytes: int) -> tuple[dict[str, Any], str]:
-    """Scale `module`'s large int globals down (in place) until its inputs and weights take at
-    most `budget_bytes`; returns the new values and a note for the result ("" when nothing
-    changed)."""
+    """Scale `module`'s large int globals down (in place) until one input set, the model's
+    weights and its outputs take at most `budget_bytes`; returns the new values and a note for
+    the result ("" when nothing changed)."""
     original = {name: value for name, value in vars(module).items() if not name.startswith("_") and _scalable(value)}
     if not original:
         return {}, ""
     before = _footprint(module)
     if before is None:
         return {}, ("the task has no size preset for this device and could not be measured on the meta device "
-                    "(it does not build there): it runs at its own sizes")
+                    "(it does not build or run there): it runs at its own sizes")
     if before <= budget_bytes:
         return {}, ""
     factor, size = 1, before
     while size > budget_bytes and factor < MAX_FACTOR:
         _scale(module, original, factor * 2)
         smaller = _footprint(module)
-        if smaller is None:  # the task no longer builds at this factor: keep the last that did
+        if smaller is None:  # the task no longer builds or runs at this factor: keep the last that did
             break
         factor, size = factor * 2, smaller
-    while factor > 1 and not _runs(module, original, factor):
-        factor //= 2
     _scale(module, original, factor)
     if factor == 1:
         return {}, ("the task has no size preset for this device and could not be scaled down (it does not build "
                     f"or run at smaller sizes on the meta device): it runs at its own sizes, {before / 2**20:.1f} MiB "
-                    "of inputs and weights")
+                    "of inputs, weights and outputs")
     scaled = {name: getattr(module, name) for name in original}
     changes = ", ".join(f"{name} {original[name]}->{scaled[name]}" for name in original)
     return scaled, (f"the task has no size preset for this device: its large int globals were divided by {factor} "
-                    f"({changes}); inputs and weights {before / 2**20:.1f} -> {size / 2**20:.2f} MiB")
+                    f"({changes}); inputs, weights and outputs {before / 2**20:.1f} -> {size / 2**20:.2f} MiB")
 
 
 def _scalable(value: Any) -> bool:
@@ -78,35 +77,22 @@ def _scale(module: Any, original: dict[str, Any], factor: int) -> None:
         setattr(module, name, _scaled(value, factor))
 
 
-def _built(module: Any) -> tuple[torch.nn.Module, list[Any]]:
-    with torch.device("meta"):
-        init = list(module.get_init_inputs())
-        inputs = list(module.get_inputs())
-        model = module.Model(*init)
-    return model, inputs
-
-
 def _footprint(module: Any) -> int | None:
-    """Bytes of one input set plus the model's parameters and buffers, measured on the meta
-    device; None when the task cannot be built there."""
+    """Bytes of one input set, the model's parameters and buffers, and its outputs, built and run
+    on the meta device (an operator with no meta kernel leaves the outputs uncounted); None when
+    the task does not build or run there."""
     try:
-        model, inputs = _built(module)
+        with torch.device("meta"):
+            init = list(module.get_init_inputs())
+            inputs = list(module.get_inputs())
+            model = module.Model(*init)
+        tensors = [x for x in inputs if isinstance(x, torch.Tensor)] + list(model.parameters()) + list(model.buffers())
+        try:
+            with torch.no_grad():
+                out = model(*inputs)
+            tensors += [o for o in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(o, torch.Tensor)]
+        except NotImplementedError:
+            pass
     except Exception:
         return None
-    tensors = [x for x in inputs if isinstance(x, torch.Tensor)] + list(model.parameters()) + list(model.buffers())
     return sum(t.numel() * t.element_size() for t in tensors)
-
-
-def _runs(module: Any, original: dict[str, Any], factor: int) -> bool:
-    """The task's forward at this factor, on the meta device: False only when it raises an error
-    other than an operator with no meta kernel (which says nothing about the shapes)."""
-    _scale(module, original, factor)
-    try:
-        model, inputs = _built(module)
-        with torch.no_grad():
-            model(*inputs)
-    except NotImplementedError:
-        return True
-    except Exception:
-        return False
-    return True
