@@ -34,6 +34,30 @@ def test_stateful_and_overflowing_references_pass_against_themselves() -> None:
     assert summary["accepted"] == 3 and summary["rejected"] == []
 
 
+def test_an_output_that_is_a_view_of_a_larger_buffer_is_not_an_oversized_outputs_file() -> None:
+    """torch 2.13's F.mse_loss on the CPU returns a 0-dim view of its BATCH x DIM temporary, and
+    torch.save writes a view's whole storage: the suite's own mse_loss was refused against itself
+    ("the outputs file holds 2.0 MiB, the task's outputs take 0.0 MiB"). A candidate returning
+    such a view on purpose shows it whatever the torch version."""
+    from warpforge import evaluate
+    from warpforge.candidate import Candidate
+
+    source = """import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, predictions, targets):
+        squares = ((predictions - targets) ** 2).flatten()
+        squares[0] = squares.mean()
+        return squares[0]
+"""
+    task = load_task("level1/mse_loss")
+    for candidate in (as_candidate(task), Candidate(source)):
+        result = evaluate(task, candidate, EvalConfig(**FAST))  # type: ignore[arg-type]
+        assert result.status == "correct", result.reason
+
+
 def test_a_stateful_reference_passes_timed_and_twice_in_one_judge() -> None:
     """Timed calls and a second candidate of the same Judge call the module many more times than the
     reference did: without the state put back, both read wrong (rel L2 0.93 measured before)."""

@@ -75,6 +75,7 @@ def test_a_failing_command_is_retried_then_an_error_and_a_missing_one_is_not_ret
     broken = client("cmd:exit 5", max_retries=1)
     with pytest.raises(LLMError, match="failed 2 times.*exited with 5"):
         broken.complete(MESSAGES)
+    client(f"cmd:LANG=C {PY} -c pass").check()  # a variable set before the program is not the program
     missing = client("cmd:no-such-program-warpforge", max_retries=3)
     with pytest.raises(ConfigError, match="not a program on PATH"):
         missing.check()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -40,6 +41,7 @@ from warpforge.propose.replay import estimate_tokens
 if TYPE_CHECKING:
     from warpforge.propose.llm import ModelSpec, Reply
 
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 POLL_S = 0.2
 """How often the inbox looks for a reply."""
 
@@ -99,11 +101,11 @@ class CommandTransport:
             argv = shlex.split(self.command)
         except ValueError as exc:
             raise ConfigError(f"--llm {self.spec.name}: the command does not parse ({exc})") from None
-        words = [w for w in argv if "=" not in w.split("/")[0]]  # past VAR=value prefixes
-        if not words:
+        program = next((w for w in argv if not _ASSIGNMENT.fullmatch(w)), None)  # past VAR=value prefixes
+        if program is None:
             raise ConfigError(f"--llm {self.spec.name}: no command given: e.g. --llm 'cmd:claude -p'")
-        if shutil.which(words[0]) is None:
-            raise ConfigError(f"--llm {self.spec.name}: {words[0]!r} is not a program on PATH: install it or give "
+        if shutil.which(program) is None:
+            raise ConfigError(f"--llm {self.spec.name}: {program!r} is not a program on PATH: install it or give "
                               "its full path")
 
     def chat(self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float) -> Reply:
