@@ -161,3 +161,32 @@ def test_an_outputs_file_far_bigger_than_the_outputs_is_refused_before_it_is_rea
     why = _oversized_outputs([str(right), str(bomb)], ref)
     assert why is not None and why.startswith("trial 2: the outputs file holds 3.0 MiB")
     assert reference_memory_mb(EvalConfig(device="cpu")) >= 4 * 16 * 1024
+
+
+def test_a_content_cache_suspicion_is_confirmed_on_a_second_draw_or_dropped(monkeypatch) -> None:
+    """Judge.evaluate: a content-cache rejection (which one slow call can cause when memory
+    leaves one unseen timing set) stands only if a second evaluation, on a fresh draw, is
+    rejected by the probe too; otherwise the second verdict stands, with a warning."""
+    from warpforge.candidate import EvalResult
+    from warpforge.evaluate.verdict import CONTENT_CACHE_REASON, content_cache_rejected
+
+    cached = EvalResult("rejected", f"rejected: calls ... 0.33 ms at best): {CONTENT_CACHE_REASON}", "bench")
+    honest = EvalResult("correct", "within tolerance", "done")
+    assert content_cache_rejected(cached) and not content_cache_rejected(honest)
+    assert not content_cache_rejected(EvalResult("rejected", f"static: {CONTENT_CACHE_REASON}", "static"))
+    cfg = EvalConfig(**FAST, bench=True)  # type: ignore[arg-type]
+    for second, status, confirmed in ((honest, "correct", False), (cached, "rejected", True)):
+        with Judge(load_task(FIXTURES / "tasks" / "matmul.py"), cfg) as judge:
+            results = iter([cached, second])
+            monkeypatch.setattr(judge, "_evaluate", lambda c: next(results))
+            result = judge.evaluate(candidate("honest_matmul"))
+            assert next(results, None) is None  # evaluated twice
+        assert result.status == status
+        assert ("on two independent draws" in result.reason) is confirmed
+        assert any("content-cache probe fired on a first draw" in w for w in result.warnings) is not confirmed
+    monkeypatch.undo()
+    with Judge(load_task(FIXTURES / "tasks" / "matmul.py"), cfg) as judge:
+        results = iter([honest, cached])
+        monkeypatch.setattr(judge, "_evaluate", lambda c: next(results))
+        assert judge.evaluate(candidate("honest_matmul")).status == "correct"
+        assert next(results, None) is cached  # no suspicion: evaluated once

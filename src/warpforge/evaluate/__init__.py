@@ -37,7 +37,8 @@ from warpforge.evaluate.protocol import (Baseline, BaselineFailed, CandidateSpec
 from warpforge.evaluate.sandbox import Child
 from warpforge.evaluate.static import check_source
 from warpforge.evaluate.verdict import (CONTENT_CACHE_RATIO, SPEED_OF_LIGHT_SLACK, Reference, comparison_from,
-                                        content_cache_suspected, decide, with_verdict)
+                                        confirm_content_cache, content_cache_rejected, content_cache_suspected,
+                                        decide, with_verdict)
 from warpforge.evaluate.verify import Comparison, RefSummary, degenerate_note, tolerance_for
 from warpforge.task import Task
 
@@ -160,6 +161,8 @@ class Judge:
 
     def evaluate(self, candidate: Candidate) -> EvalResult:
         result = self._evaluate(candidate)
+        if content_cache_rejected(result):  # confirmed on a fresh draw, in a fresh process, or not at all
+            result = confirm_content_cache(result, self._evaluate(candidate))
         if not self.cfg.sandbox:
             result = dataclasses.replace(result, warnings=(*result.warnings, UNSANDBOXED))
         return result
