@@ -255,9 +255,17 @@ class Judge:
         spec_path = workdir / "spec.json"
         spec_path.write_text(spec.to_json())
         paused: list[Child] = []
-        view = ParentView(rounds=Rounds(cfg.paired_rounds, cfg.timing_bound, lambda: self._time_reference_round(positions),
-                                        random.Random(secrets.randbits(31)))
-                          if cfg.bench and cfg.paired_rounds and reference.paired else None)
+        view = ParentView()
+
+        def reference_round() -> dict[str, Any]:
+            started = time.monotonic()
+            try:
+                return self._time_reference_round(positions)
+            finally:
+                view.add_seconds("reference_rounds", started)
+
+        view.rounds = (Rounds(cfg.paired_rounds, cfg.timing_bound, reference_round, random.Random(secrets.randbits(31)))
+                       if cfg.bench and cfg.paired_rounds and reference.paired else None)
 
         def on_message(message: dict[str, Any]) -> str | None:
             rounds = view.rounds
@@ -275,7 +283,9 @@ class Judge:
                 return None
             # the files this harness told it to write, whatever paths the message names
             files = [str(workdir / f"out_{i}.pt") for i in range(reference.verify_sets)]
+            started = time.monotonic()
             view.comparison, view.summaries = self._compare(files, reference, positions)
+            view.add_seconds("compare", started)
             if not (view.comparison.ok and cfg.bench):
                 return "stop"
             paused.extend(child for child, _ in self._workers)  # no spare's start-up during the timed calls

@@ -33,6 +33,7 @@ unknown) counts as not sent.
 from __future__ import annotations
 
 import dataclasses
+import time
 import json
 from typing import Any, ClassVar, Literal, get_args
 
@@ -495,6 +496,13 @@ class ParentView:
     """... and the round reports it took as their answers."""
     unrequested: int = 0
     """`bench` / `bench_round` messages that came when none was asked for."""
+    parent_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Seconds the parent spent on its side of the candidate's stages: "compare" (the reference
+    process reading and comparing the verified outputs, inside the verify stage) and
+    "reference_rounds" (paired timing's rounds of the task's program, inside the bench stage)."""
+
+    def add_seconds(self, name: str, since: float) -> None:
+        self.parent_seconds[name] = self.parent_seconds.get(name, 0.0) + time.monotonic() - since
 
     def out_of_turn(self, evidence: Evidence) -> bool:
         """True when the candidate's process reported timed rounds nobody asked for, or more

@@ -64,10 +64,12 @@ def comparison_from(reply: Compared) -> tuple[Comparison, dict[tuple[int, int], 
     return comparison, summaries
 
 
-def _stage_seconds(evidence: Evidence, outcome: ChildOutcome, sent: float | None) -> dict[str, float]:
+def _stage_seconds(evidence: Evidence, outcome: ChildOutcome, sent: float | None,
+                   parent_seconds: dict[str, float]) -> dict[str, float]:
     """Seconds from each stage's start to the next message that starts another stage or ends;
     "waiting": from handing the candidate over (`sent`) until its process started on it (the
-    rest of its start-up, when it was not yet idle)."""
+    rest of its start-up, when it was not yet idle); and the parent's own parts of them
+    (ParentView.parent_seconds: "compare" within verify, "reference_rounds" within bench)."""
     marks = [(name, at) for name, at in evidence.stages if at is not None]
     ends = evidence.end_times
     result: dict[str, float] = {}
@@ -77,7 +79,7 @@ def _stage_seconds(evidence: Evidence, outcome: ChildOutcome, sent: float | None
         end = marks[i + 1][1] if i + 1 < len(marks) else (ends[-1] if ends else start)
         result[name] = round(end - start, 3)
     result["candidate_process"] = round(outcome.seconds, 3)
-    return result
+    return result | {name: round(seconds, 3) for name, seconds in parent_seconds.items()}
 
 
 def decide(outcome: ChildOutcome, view: ParentView, reference: Reference, cfg: EvalConfig,
@@ -89,7 +91,8 @@ def decide(outcome: ChildOutcome, view: ParentView, reference: Reference, cfg: E
     common = dataclasses.replace(
         base, output_tail=tail, trials=reference.verify_sets, warnings=tuple(reference.baseline_notes),
         reference=reference.baselines.get("eager"), compiled_reference=reference.baselines.get("torch_compile"),
-        stage_seconds={"reference": round(reference.seconds, 3), **_stage_seconds(evidence, outcome, view.sent)})
+        stage_seconds={"reference": round(reference.seconds, 3),
+                       **_stage_seconds(evidence, outcome, view.sent, view.parent_seconds)})
     comparison = view.comparison
     if comparison is not None:
         common = dataclasses.replace(common, max_abs_err=comparison.max_abs_err, rel_l2_err=comparison.rel_l2_err)
