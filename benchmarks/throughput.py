@@ -175,13 +175,14 @@ KEPT = ("task", "candidate", "status", "speedup", "candidate_ms", "worker", "pre
 
 
 def pool_run(items: list[dict[str, str]], cache_dir: str, compile_workers: int | None, workers: int | None,
-             device: str = "cuda", stream: Path | None = None, executor: str = "local") -> dict[str, Any]:
+             device: str = "cuda", stream: Path | None = None, executor: str = "local",
+             cuda_ipc: bool = True) -> dict[str, Any]:
     """warpforge's evaluation of the items; with `stream`, each result is appended there (with its
     second since the start) as it arrives, so a run cut off by a time limit keeps what it did."""
     from warpforge.config import EvalConfig
     from warpforge.executor import evaluate_batch
 
-    config = EvalConfig(device="cpu" if device == "cpu" else "cuda", cache_dir=cache_dir)
+    config = EvalConfig(device="cpu" if device == "cpu" else "cuda", cache_dir=cache_dir, cuda_ipc=cuda_ipc)
     done = []
 
     def on_result(job: object, result: dict[str, Any]) -> None:
@@ -368,6 +369,8 @@ def main() -> None:
     ap.add_argument("--compile-workers", type=int, help="CPU compile processes (default: the pool's)")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a dry run of this script (Triton interpreted)")
     ap.add_argument("--families", default="cuda,triton,pytorch", help="corpus families to run (default: all)")
+    ap.add_argument("--no-cuda-ipc", action="store_true",
+                    help="hand GPU inputs and outputs between the processes as files (EvalConfig.cuda_ipc=False)")
     ap.add_argument("--limit", type=int, help="run only the first N candidates of each family (a dry run)")
     ap.add_argument("--sample", type=int, help="run a sample of N candidates, spread over the families and tasks in "
                     "the corpus's proportions (e.g. a scaling measurement that fits a time limit)")
@@ -416,7 +419,8 @@ def main() -> None:
         seen = {Path(str(r["candidate"])).name for run in earlier for r in run}
         todo = [i for i in items if Path(i["candidate"]).name not in seen]
         pool = pool_run(todo, tempfile.mkdtemp(prefix="wf-cache-"), args.compile_workers, args.workers, args.device,
-                        stream=stream, executor=args.executor) if todo else {"executor": args.executor, "results": []}
+                        stream=stream, executor=args.executor, cuda_ipc=not args.no_cuda_ipc) \
+            if todo else {"executor": args.executor, "results": []}
         report["warpforge"] = merge_pool(earlier, pool, gpus)
         save()
     if args.ablate:

@@ -123,3 +123,77 @@ def test_a_launch_bound_task_reads_one_against_itself_with_the_profile_stage_on(
     # the profiler's bias read 0.71x on an LSTM; the band leaves room for cuDNN's RNN noise (the
     # KernelBench recurrent tasks read 0.93-1.07x after the fix)
     assert 0.85 < result.speedup < 1.15, (result.speedup, result.speedup_interval)
+
+
+ROUND_TRIP_CHILD = r"""
+import json, sys, torch
+from warpforge.evaluate import shared
+opened = shared.Opened([])
+t = shared.open_descriptor(json.loads(sys.argv[1]), opened)
+total = float(t.double().sum())
+t.fill_(7.0)  # writes reach the exported copy only
+torch.cuda.synchronize()
+opened.close()
+print(json.dumps({"sum": total}))
+"""
+
+
+@pytest.mark.gpu
+def test_a_shared_tensor_crosses_processes_as_a_copy_and_lies_are_refused(tmp_path):
+    """evaluate/shared.py: another process (sandboxed, when the sandbox runs here) reads the
+    exported copy and its writes do not reach the original; a process cannot open its own
+    handle (so a candidate cannot hand the reference its own memory); a descriptor claiming
+    more bytes than its allocation holds is refused before anything is read."""
+    import json
+    import subprocess
+    import sys
+
+    import torch
+
+    from warpforge.evaluate import jail, shared
+
+    source = torch.randn(1000, 300, device="cuda")
+    exported = shared.Exported([])
+    try:
+        [descriptor] = shared.export([source], exported)
+        env = jail.environment()
+        prefix = [] if jail.problem() else jail.command(jail.Jail(str(tmp_path)), env)
+        done = subprocess.run([*prefix, sys.executable, "-c", ROUND_TRIP_CHILD, json.dumps(descriptor)],
+                              capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert abs(json.loads(done.stdout)["sum"] - float(source.double().sum())) < 1e-6 * source.numel()
+        assert not bool((source == 7.0).any())  # the child wrote into the copy, not into `source`
+        with pytest.raises(shared.SharingError):
+            shared.open_descriptor(descriptor, shared.Opened([]))  # this process's own handle
+        liar = {**descriptor, "shape": [4096, 4096], "nbytes": 4096 * 4096 * 4}  # 64 MiB of a 2 MiB allocation
+        done = subprocess.run([*prefix, sys.executable, "-c", ROUND_TRIP_CHILD, json.dumps(liar)],
+                              capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=120)
+        assert done.returncode != 0 and "claims" in done.stderr, done.stderr[-2000:]
+    finally:
+        exported.free()
+
+
+WRONG_RELU = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(x.half()).float()  # fp16 rounding: far outside the fp32 tolerance
+"""
+
+
+@pytest.mark.gpu
+def test_cuda_ipc_and_files_give_the_same_verdicts():
+    """The data path (EvalConfig.cuda_ipc) changes how inputs and outputs travel, never a verdict."""
+    import dataclasses
+
+    task = load_task("level1/relu")
+    honest = Candidate.from_file(BENCH / "gpu_candidates/relu__torch.py")
+    wrong = Candidate(source=WRONG_RELU)
+    for cuda_ipc in (True, False):
+        config = dataclasses.replace(CONFIG, cuda_ipc=cuda_ipc, profile=False)
+        good, bad = evaluate(task, honest, config), evaluate(task, wrong, config)
+        assert good.status == "correct", f"cuda_ipc={cuda_ipc}: {good.reason}\n{good.output_tail[-2000:]}"
+        assert bad.status == "incorrect" and "tolerance" in bad.reason, f"cuda_ipc={cuda_ipc}: {bad.reason}"

@@ -56,6 +56,9 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu-threads", type=int, default=None, metavar="N",
                    help="threads of the reference and the candidate on the cpu, the same for both "
                         "(default: $OMP_NUM_THREADS, else 1)")
+    p.add_argument("--cuda-ipc", action=argparse.BooleanOptionalAction, default=True,
+                   help="on cuda, hand input sets and verified outputs between the reference's and the candidate's "
+                        "processes as CUDA IPC handles of copies (default); --no-cuda-ipc: as files on tmpfs")
     p.add_argument("--sets-memory-gb", type=float, default=None, metavar="GB",
                    help="memory the input sets and their float64 outputs may take; a bigger task gets fewer sets, "
                         "at least 2 checked + 1 timed (default: 30%% of the GPU's memory; no cap on cpu)")
@@ -76,7 +79,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         device=args.device, size=args.size, trials=args.trials, bench=not args.no_bench, mode=args.mode,
         allow_tf32=args.allow_tf32, compile_baseline=args.compile_baseline, profile=not args.no_profile,
         reuse_baselines=False if args.fresh_baselines else None, sets_memory_gb=args.sets_memory_gb,
-        sandbox=sandbox_from_args(args), cpu_threads=args.cpu_threads,
+        sandbox=sandbox_from_args(args), cpu_threads=args.cpu_threads, cuda_ipc=args.cuda_ipc,
         **({"paired_rounds": args.paired_rounds} if args.paired_rounds is not None else {}),
         **({"sync_floor": args.sync_floor} if args.sync_floor is not None else {}),
         **({"timeout_s": args.timeout} if args.timeout is not None else {}),

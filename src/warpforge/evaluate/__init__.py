@@ -250,7 +250,8 @@ class Judge:
             verify_sets=reference.verify_sets,
             poison_bytes=int(min(4 * out_bytes + (64 << 20), 2 << 30 if cfg.device == "cuda" else 256 << 20)),
             bench_args=_bench_args(cfg), round_args=_round_args(cfg), profile=cfg.profile and cfg.bench,
-            kernel_names=list(kernel_names), env=self._cache_env(candidate, workdir.parent / "cache"))
+            kernel_names=list(kernel_names), env=self._cache_env(candidate, workdir.parent / "cache"),
+            share_outputs=cfg.device == "cuda" and cfg.cuda_ipc)
         staged = self._staged
         spec_path = workdir / "spec.json"
         spec_path.write_text(spec.to_json())
@@ -408,7 +409,8 @@ class Judge:
         seeds = [secrets.randbits(31) for _ in range(cfg.trials + (cfg.unseen_bench_sets if cfg.bench else 0))]
         # the trials, then input sets used only by timed calls (never seen during verification)
         request = Draw(inputs_path=str(workdir / "inputs.pt"), trial_seeds=seeds, verify_sets=cfg.trials,
-                       sets_budget_bytes=self._sets_budget(), time_baselines=time_baselines)
+                       sets_budget_bytes=self._sets_budget(), time_baselines=time_baselines,
+                       share_inputs=cfg.device == "cuda" and cfg.cuda_ipc)
 
         paused: list[Child] = []
 

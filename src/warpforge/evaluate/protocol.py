@@ -314,6 +314,9 @@ class Draw:
     verify_sets: int
     sets_budget_bytes: int | None
     time_baselines: bool
+    share_inputs: bool = False
+    """CUDA: the input sets go to the candidate as IPC handles of copies (evaluate/shared.py), not
+    in the file, when they fit the GPU."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -378,6 +381,9 @@ class CandidateSpec:
     profile: bool = False
     kernel_names: list[str] = dataclasses.field(default_factory=list)
     """The candidate's own kernel names, to tell its kernels from the library's in the profile."""
+    share_outputs: bool = False
+    """CUDA: the verified outputs go to the reference process as IPC handles of copies
+    (evaluate/shared.py); the out_<i>.pt files then hold only their descriptors."""
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

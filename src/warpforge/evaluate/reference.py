@@ -30,7 +30,7 @@ import torch
 
 from warpforge.errors import TaskError
 from warpforge.evaluate import state as module_state
-from warpforge.evaluate import bench, hardware
+from warpforge.evaluate import bench, hardware, shared
 from warpforge.evaluate.inputs import (DEFAULT_DISTS, apply_distribution, fast_serialization, fingerprint, inputs_changed,
                                        split_outputs)
 from warpforge.evaluate import debug
@@ -81,7 +81,8 @@ def main(spec_path: str) -> None:
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     channel.post(Loaded(flops, nbytes, hw))
     held: list[list[torch.Tensor]] = []  # the current draw's reference outputs, one list per input set
-    held_inputs: list[list[Any]] = []  # and its input sets (host memory), for paired timing rounds
+    held_inputs: list[list[Any]] = []  # and its input sets (on the GPU when they fit), for paired timing rounds
+    exported = shared.Exported([])  # the copies of the current draw's inputs the candidate opens
     dtypes: list[torch.dtype] = []
     while True:
         line = sys.stdin.readline().strip()
@@ -96,10 +97,12 @@ def main(spec_path: str) -> None:
             continue
         held.clear()  # a new draw: the last candidate's references go first
         held_inputs.clear()
+        if exported.pointers:  # (the last candidate's process has ended)
+            exported.free()
         if device == "cuda":
             torch.cuda.empty_cache()
         drawn = _draw(channel, module, task.metadata, model, pristine, init_inputs, state, request, spec, hw,
-                      [scale_note] if scale_note else [])
+                      [scale_note] if scale_note else [], exported)
         if drawn is None:
             return
         held.extend(drawn[0])
@@ -110,9 +113,12 @@ def main(spec_path: str) -> None:
 def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.nn.Module,
           pristine: list[module_state.Saved], init_inputs: list[Any],
           state: dict[str, torch.Tensor], request: Draw, spec: ReferenceSpec, hw: dict[str, Any],
-          notes: list[str]) -> tuple[list[list[torch.Tensor]], list[torch.dtype], list[list[Any]]] | None:
+          notes: list[str], exported: shared.Exported) -> tuple[list[list[torch.Tensor]], list[torch.dtype],
+                                                                list[list[Any]]] | None:
     """One draw: fresh inputs from the request's seeds, their float64 outputs, the baselines if
-    asked. Inputs go to the candidate's folder; the outputs (returned) stay in this process."""
+    asked. Inputs go to the candidate's folder (as CUDA IPC handles of copies, added to
+    `exported`, when asked and they fit the GPU); the outputs and the inputs (returned, for
+    paired timing: on the GPU unless too big) stay in this process."""
     device = spec.device
     seeds, verify_sets, notes = request.trial_seeds, request.verify_sets, list(notes)
     big = False  # sets too big to hold on the GPU all at once
@@ -145,8 +151,15 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
         channel.post(TaskFailed(f"the task's own forward() failed: {type(exc).__name__}: {exc}",
                                 traceback.format_exc()[-2000:]))
         return None
-    cpu_trials = [[x.cpu() if isinstance(x, torch.Tensor) else x for x in t] for t in trials]
-    torch.save({"init_inputs": init_inputs, "trials": cpu_trials, "state_dict": state}, request.inputs_path)
+    # the sets the paired rounds time the task's program on: on the GPU when they fit (copying 8
+    # host sets of 256 MiB to the GPU took most of each round's 0.6 s on an H100)
+    held_inputs = [[x.cpu() if isinstance(x, torch.Tensor) else x for x in t] for t in trials] if big else trials
+    if request.share_inputs and device == "cuda" and not big and shared.available():
+        sent = [shared.export(t, exported) for t in trials]
+    else:
+        sent = [[x.cpu() if isinstance(x, torch.Tensor) else x for x in t] for t in trials]
+    torch.save({"init_inputs": init_inputs, "trials": sent, "state_dict": state}, request.inputs_path)
+    del sent
     channel.post(ReferenceReady(
         [str(d) for d in native_dtypes], native_errors, notes, [int(o.numel()) for o in outputs64[0]], len(trials),
         verify_sets, sum(x.numel() * x.element_size() for x in trials[0] if isinstance(x, torch.Tensor))))
@@ -154,9 +167,9 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
         _time_baselines(channel, model, pristine, trials, device, spec, hw)
     del trials
     if device == "cuda":
-        torch.cuda.empty_cache()  # the inputs are in the file now: their memory goes back for the candidate
+        torch.cuda.empty_cache()  # what the draw needed beyond the sets goes back for the candidate
     channel.post(Drawn())
-    return outputs64, native_dtypes, cpu_trials
+    return outputs64, native_dtypes, held_inputs
 
 
 def _compare(request: Compare, held: list[list[torch.Tensor]], dtypes: list[torch.dtype]) -> Compared:
@@ -172,22 +185,29 @@ def _compare(request: Compare, held: list[list[torch.Tensor]], dtypes: list[torc
                         max(worst_l2, result.rel_l2_err), summaries or [])
 
     for i, (path, refs) in enumerate(zip(files, held)):
+        opened = shared.Opened([])
         try:
-            outs = torch.load(path, weights_only=True, mmap=True)
-        except Exception as exc:
-            return verdict(Comparison(False, f"trial {i + 1}: the outputs could not be read back ({type(exc).__name__})"))
-        if not isinstance(outs, list) or len(outs) != len(refs):
-            n = len(outs) if isinstance(outs, list) else 1
-            return verdict(Comparison(False, f"forward() returned {n} outputs, the reference returns {len(refs)}"))
-        for j, (out, ref) in enumerate(zip(outs, refs)):
-            label = "the output" if len(refs) == 1 else f"output {j}"
-            if isinstance(out, torch.Tensor):
-                out = out.to(ref.device)
-            result = compare(out, ref, dtypes[j], tolerances[j], label)
-            worst_abs, worst_l2 = max(worst_abs, result.max_abs_err), max(worst_l2, result.rel_l2_err)
-            if not result.ok:
-                return verdict(Comparison(False, f"trial {i + 1} of {len(files)}: {result.reason}"))
-        del outs
+            try:
+                outs = torch.load(path, weights_only=True, mmap=True)
+                if isinstance(outs, list) and any(shared.is_descriptor(o) for o in outs):
+                    outs = [shared.open_descriptor(o, opened) if shared.is_descriptor(o) else o for o in outs]
+            except Exception as exc:
+                why = str(exc) if isinstance(exc, shared.SharingError) else type(exc).__name__
+                return verdict(Comparison(False, f"trial {i + 1}: the outputs could not be read back ({why})"))
+            if not isinstance(outs, list) or len(outs) != len(refs):
+                n = len(outs) if isinstance(outs, list) else 1
+                return verdict(Comparison(False, f"forward() returned {n} outputs, the reference returns {len(refs)}"))
+            for j, (out, ref) in enumerate(zip(outs, refs)):
+                label = "the output" if len(refs) == 1 else f"output {j}"
+                if isinstance(out, torch.Tensor):
+                    out = out.to(ref.device)
+                result = compare(out, ref, dtypes[j], tolerances[j], label)
+                worst_abs, worst_l2 = max(worst_abs, result.max_abs_err), max(worst_l2, result.rel_l2_err)
+                if not result.ok:
+                    return verdict(Comparison(False, f"trial {i + 1} of {len(files)}: {result.reason}"))
+            del outs
+        finally:
+            opened.close()
     positions = [torch.tensor(p, dtype=torch.long) for p in request.positions]
     summaries = []
     for refs in held:

@@ -26,7 +26,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from warpforge.errors import Rejected
-from warpforge.evaluate import bench, debug, inputs as inputs_mod, sandbox, state
+from warpforge.evaluate import bench, debug, inputs as inputs_mod, sandbox, shared, state
 from warpforge.evaluate.guard import Guard
 from warpforge.evaluate.inputs import fast_serialization, fingerprint, inputs_changed, split_outputs
 from warpforge.evaluate import protocol
@@ -94,7 +94,7 @@ def main() -> None:
     spec = CandidateSpec.from_json(Path(spec_path).read_text())
     Path(spec_path).unlink()  # the candidate must not read the fingerprint positions or seeds
     os.environ.update(spec.env)  # this candidate's compile caches (the process started before it was known)
-    guard = Guard([bench, inputs_mod, sandbox, protocol, sys.modules[__name__], *protocol.MESSAGES.values(),
+    guard = Guard([bench, inputs_mod, sandbox, shared, protocol, sys.modules[__name__], *protocol.MESSAGES.values(),
                    StageCall])
     check = guard.check  # bound now: replacing Guard.check on the class later does not reach this
     threads_before = set(threading.enumerate())
@@ -114,6 +114,13 @@ def _stages(channel: sandbox.Channel, imported: StageCall, spec: CandidateSpec, 
     bench, profile. Returns the message that ends the process's work."""
     device = spec.device
     data = torch.load(spec.inputs_path, weights_only=True, mmap=True)  # tmpfs pages, not a copy
+    # sets the reference process shared as CUDA IPC handles: opened here, already on the GPU (and
+    # copies of its own, so what this process does to them reaches nothing the reference uses)
+    opened = shared.Opened([])
+    in_place = any(shared.is_descriptor(x) for t in data["trials"] for x in t)
+    if in_place:
+        data["trials"] = [[shared.open_descriptor(x, opened) if shared.is_descriptor(x) else x for x in t]
+                          for t in data["trials"]]
 
     def build() -> tuple[torch.nn.Module, list[state.Saved]]:
         problem = check() or _new_threads(threads_before)
@@ -127,16 +134,20 @@ def _stages(channel: sandbox.Channel, imported: StageCall, spec: CandidateSpec, 
         return built.ending()
     model, saved = built.value
     channel.post(Compiled(imported.seconds + built.seconds))
+    exported = shared.Exported([])  # the verified outputs' copies the reference process opens
     verified = _stage(channel, "verify", lambda: _verify(channel, model, saved, data["trials"][: spec.verify_sets],
-                                                          spec, device, check, threads_before))
+                                                          spec, device, check, threads_before, exported))
     if verified.error is not None:
         return verified.ending()
     earlier = _weak_refs(verified.value)
     del verified  # the outputs are freed: only a candidate that kept them keeps their memory (see _bench)
-    if sys.stdin.readline().strip() != "bench":
+    answer = sys.stdin.readline().strip()
+    if exported.pointers:  # the reference process has compared them
+        exported.free()
+    if answer != "bench":
         return Done()
     timed = _stage(channel, "bench", lambda: _bench(channel, model, saved, data["trials"], spec, device, check,
-                                                    threads_before, earlier))
+                                                    threads_before, earlier, in_place))
     if timed.error is not None:
         return timed.ending()
     if spec.profile:
@@ -267,7 +278,8 @@ def _check_outputs(out: Any) -> list[_Tensor]:
 
 
 def _verify(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.Saved], trials: list[list[Any]],
-            spec: CandidateSpec, device: str, check: Callable[[], str | None], threads_before: set[threading.Thread]) -> list[list[_Tensor]]:
+            spec: CandidateSpec, device: str, check: Callable[[], str | None], threads_before: set[threading.Thread],
+            exported: shared.Exported) -> list[list[_Tensor]]:
     positions = [torch.tensor(p, dtype=torch.long) for p in spec.positions]
     kept: list[list[_Tensor]] = []
     after_sync: list[list[dict[str, Any]]] = []
@@ -293,7 +305,11 @@ def _verify(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.
         if _mutated(pristine, args):
             raise Rejected("forward() modified its input tensors in place")
         path = workdir / f"out_{i}.pt"
-        torch.save([_compact(o.detach().cpu()) if isinstance(o, _Tensor) else None for o in outs], path)
+        # copies now (snapshots, as a file is): as CUDA IPC handles of copies when asked, else in the file
+        sent = shared.export(outs, exported) if spec.share_outputs and device == "cuda" and _share_ok() else outs
+        torch.save([o if shared.is_descriptor(o) else _compact(o.detach().cpu()) if isinstance(o, _Tensor) else None
+                    for o in sent], path)
+        del sent
         files.append(str(path))
         kept.append(outs)
         after_sync.append(synced)
@@ -304,6 +320,9 @@ def _verify(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.
                            "calls or written late)")
     channel.post(Verified(files, [[_type(o).__name__ for o in outs] for outs in kept]))
     return kept
+
+
+_share_ok = shared.available  # bound now, as the guard binds what it checks
 
 
 def _compact(t: _Tensor) -> _Tensor:
@@ -324,9 +343,10 @@ def _weak_refs(outputs: list[list[_Tensor]]) -> dict[int, StorageWeakRef]:
 
 def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.Saved], trials: list[list[Any]],
            spec: CandidateSpec, device: str, check: Callable[[], str | None], threads_before: set[threading.Thread],
-           earlier: dict[int, StorageWeakRef]) -> None:
+           earlier: dict[int, StorageWeakRef], in_place: bool = False) -> None:
     positions = [torch.tensor(p, dtype=torch.long) for p in spec.positions]
-    sets = [_to_device(t, device) for t in trials]
+    # shared sets are this process's own copies on the GPU already; file sets are copied there
+    sets = trials if in_place else [_to_device(t, device) for t in trials]
     prints: list[list[Any]] = []
     native_threads = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 0
 
