@@ -182,7 +182,9 @@ def pool_run(items: list[dict[str, str]], cache_dir: str, compile_workers: int |
     from warpforge.config import EvalConfig
     from warpforge.executor import evaluate_batch
 
-    config = EvalConfig(device="cpu" if device == "cpu" else "cuda", cache_dir=cache_dir, cuda_ipc=cuda_ipc)
+    # (cuda_ipc named only when off: the same script also drives older checkouts, for a baseline)
+    config = EvalConfig(device="cpu" if device == "cpu" else "cuda", cache_dir=cache_dir,
+                        **({} if cuda_ipc else {"cuda_ipc": False}))
     done = []
 
     def on_result(job: object, result: dict[str, Any]) -> None:

@@ -37,3 +37,12 @@ def test_a_malformed_descriptor_is_refused_before_any_driver_call(bad, fragment)
 def test_nothing_to_free_or_close_needs_no_gpu():
     shared.Exported([]).free()
     shared.Opened([]).close()
+
+
+def test_a_handle_keeps_all_64_bytes_through_its_descriptor():
+    """A CUDA IPC handle holds NUL bytes; ctypes reads a char array's field as bytes cut at the
+    first NUL, which once made every descriptor 'malformed' on the GPU."""
+    raw = bytes([0, 1, 0, 2] * 16)
+    handle = shared._handle_from(raw)
+    assert shared._handle_bytes(handle) == raw
+    assert len(bytes.fromhex(shared._handle_bytes(handle).hex())) == 64

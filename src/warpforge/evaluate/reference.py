@@ -155,7 +155,7 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
     # host sets of 256 MiB to the GPU took most of each round's 0.6 s on an H100)
     held_inputs = [[x.cpu() if isinstance(x, torch.Tensor) else x for x in t] for t in trials] if big else trials
     if request.share_inputs and device == "cuda" and not big and shared.available():
-        sent = [shared.export(t, exported) for t in trials]
+        sent = [[x.cpu() if isinstance(x, torch.Tensor) else x for x in shared.export(t, exported)] for t in trials]
     else:
         sent = [[x.cpu() if isinstance(x, torch.Tensor) else x for x in t] for t in trials]
     torch.save({"init_inputs": init_inputs, "trials": sent, "state_dict": state}, request.inputs_path)

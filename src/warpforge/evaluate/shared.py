@@ -42,6 +42,17 @@ class _Handle(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_char * _HANDLE_BYTES)]
 
 
+def _handle_bytes(handle: _Handle) -> bytes:
+    """All 64 bytes (the field itself reads as bytes cut at the first NUL)."""
+    return ctypes.string_at(ctypes.addressof(handle), _HANDLE_BYTES)
+
+
+def _handle_from(raw: bytes) -> _Handle:
+    handle = _Handle()
+    ctypes.memmove(ctypes.addressof(handle), raw, _HANDLE_BYTES)
+    return handle
+
+
 class SharingError(RuntimeError):
     """A handle could not be made or opened."""
 
@@ -55,6 +66,8 @@ def _driver() -> ctypes.CDLL | None:
     lib.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
     lib.cuMemFree_v2.argtypes = [ctypes.c_uint64]
     lib.cuIpcGetMemHandle.argtypes = [ctypes.POINTER(_Handle), ctypes.c_uint64]
+    if not hasattr(lib, "cuIpcOpenMemHandle_v2"):  # drivers before CUDA 11 name it without the suffix
+        lib.cuIpcOpenMemHandle_v2 = lib.cuIpcOpenMemHandle
     lib.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), _Handle, ctypes.c_uint]
     lib.cuIpcCloseMemHandle.argtypes = [ctypes.c_uint64]
     lib.cuMemGetAddressRange_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t),
@@ -135,7 +148,7 @@ def export(tensors: list[Any], exported: Exported) -> list[Any]:
         _view(pointer.value, list(t.shape), t.dtype).copy_(t.detach())
         handle = _Handle()
         _call("cuIpcGetMemHandle", ctypes.byref(handle), pointer)
-        out.append({"cuda_ipc": bytes(handle.reserved).hex(), "shape": list(t.shape),
+        out.append({"cuda_ipc": _handle_bytes(handle).hex(), "shape": list(t.shape),
                     "dtype": str(t.dtype).removeprefix("torch."), "nbytes": nbytes})
     torch.cuda.synchronize()  # the copies are complete before anyone opens them
     return out
@@ -177,8 +190,7 @@ def open_descriptor(value: dict[str, Any], opened: Opened) -> torch.Tensor:
         numel *= n
     if numel * dtype.itemsize != nbytes:
         raise SharingError(f"a shared tensor's shape {shape} and dtype {dtype} do not make {nbytes} bytes")
-    handle = _Handle()
-    handle.reserved = raw
+    handle = _handle_from(raw)
     pointer = ctypes.c_uint64()
     _call("cuIpcOpenMemHandle_v2", ctypes.byref(pointer), handle, ctypes.c_uint(_LAZY_PEER_ACCESS))
     opened.pointers.append(pointer.value)

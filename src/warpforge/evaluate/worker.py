@@ -119,8 +119,8 @@ def _stages(channel: sandbox.Channel, imported: StageCall, spec: CandidateSpec, 
     opened = shared.Opened([])
     in_place = any(shared.is_descriptor(x) for t in data["trials"] for x in t)
     if in_place:
-        data["trials"] = [[shared.open_descriptor(x, opened) if shared.is_descriptor(x) else x for x in t]
-                          for t in data["trials"]]
+        data["trials"] = [[shared.open_descriptor(x, opened) if shared.is_descriptor(x) else _to_device([x], device)[0]
+                           for x in t] for t in data["trials"]]
 
     def build() -> tuple[torch.nn.Module, list[state.Saved]]:
         problem = check() or _new_threads(threads_before)
