@@ -81,9 +81,18 @@ def available() -> bool:
     return torch.cuda.is_available() and _driver() is not None
 
 
+@functools.lru_cache(maxsize=1)
+def _context() -> None:
+    """Make PyTorch create its CUDA context on this device (the driver calls below run in it; in a
+    process that has not touched the GPU yet they fail with CUDA_ERROR_NOT_INITIALIZED)."""
+    torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+
+
 def _call(name: str, *args: Any) -> None:
     lib = _driver()
     assert lib is not None
+    _context()
     code = getattr(lib, name)(*args)
     if code != 0:
         text = ctypes.c_char_p()
