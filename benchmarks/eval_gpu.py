@@ -144,7 +144,8 @@ def judge(r: dict, done: list[dict]) -> None:
     if verdict == "correct":
         r["matched"] = r["correct"]
         r["note"] = "" if r["correct"] else "honest candidate not accepted"
-        if r["correct"] and r["path"] != "torch" and r["kernels_kind"] != "custom_kernel":
+        # torch and torch.compile candidates run kernels PyTorch made (Inductor's count as PyTorch's)
+        if r["correct"] and r["path"] not in ("torch", "compile") and r["kernels_kind"] != "custom_kernel":
             r["kind_ok"] = False
             r["note"] = f"correct, but the profiler saw no custom kernel (kind={r['kernels_kind']})"
         else:
