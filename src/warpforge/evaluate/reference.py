@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 import hashlib
 import json
 import os
@@ -79,6 +80,7 @@ def main(spec_path: str) -> None:
     hw = hardware.fingerprint(device)
     pristine = module_state.snapshot(model)  # put back before every call (state.py): stateful tasks
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    gc.freeze()  # the task, torch and CUDA's objects live on: each timing run's collection skips them
     channel.post(Loaded(flops, nbytes, hw))
     held: list[list[torch.Tensor]] = []  # the current draw's reference outputs, one list per input set
     held_inputs: list[list[Any]] = []  # and its input sets (on the GPU when they fit), for paired timing rounds

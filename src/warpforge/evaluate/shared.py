@@ -66,9 +66,10 @@ def _driver() -> ctypes.CDLL | None:
     lib.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
     lib.cuMemFree_v2.argtypes = [ctypes.c_uint64]
     lib.cuIpcGetMemHandle.argtypes = [ctypes.POINTER(_Handle), ctypes.c_uint64]
-    if not hasattr(lib, "cuIpcOpenMemHandle_v2"):  # drivers before CUDA 11 name it without the suffix
-        lib.cuIpcOpenMemHandle_v2 = lib.cuIpcOpenMemHandle
-    lib.cuIpcOpenMemHandle_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), _Handle, ctypes.c_uint]
+    # (drivers before CUDA 11 name it without the suffix)
+    opener = getattr(lib, "cuIpcOpenMemHandle_v2", None) or lib.cuIpcOpenMemHandle
+    opener.argtypes = [ctypes.POINTER(ctypes.c_uint64), _Handle, ctypes.c_uint]
+    setattr(lib, "cuIpcOpenMemHandle_v2", opener)
     lib.cuIpcCloseMemHandle.argtypes = [ctypes.c_uint64]
     lib.cuMemGetAddressRange_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t),
                                             ctypes.c_uint64]

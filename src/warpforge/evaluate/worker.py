@@ -10,6 +10,7 @@ parent compares outputs with the reference, which this process never sees, and d
 from __future__ import annotations
 
 import dataclasses
+import gc
 import importlib.util
 import json
 import os
@@ -87,6 +88,7 @@ def main() -> None:
     # started before the reference finishes, so torch is imported by the time the spec arrives;
     # "ready" tells the parent this process has gone idle and the baselines may be timed
     _warm_up()
+    _gc_freeze()  # what start-up made lives on: each timing run's collection skips it (bench.time_calls)
     channel.post(Ready())
     spec_path = sys.stdin.readline().strip()
     if not spec_path:
@@ -323,6 +325,7 @@ def _verify(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.
 
 
 _share_ok = shared.available  # bound now, as the guard binds what it checks
+_gc_freeze = gc.freeze
 
 
 def _compact(t: _Tensor) -> _Tensor:
