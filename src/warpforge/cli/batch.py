@@ -18,6 +18,10 @@ def add_batch_parser(sub: Any) -> None:
                                    "or on a Ray cluster; every pair gets exactly one result, even when a worker dies.")
     p.add_argument("pairs", nargs="*", metavar="TASK:CANDIDATE", help="a task (file or suite name) and a candidate file")
     p.add_argument("--manifest", help="a file with one TASK:CANDIDATE pair per line (# comments allowed)")
+    p.add_argument("--jobs", metavar="DIR",
+                   help="evaluate the jobs `optimize --outbox DIR` wrote that have no result yet, writing each result "
+                        "into DIR/results as it arrives (or into --results)")
+    p.add_argument("--results", metavar="DIR", help="with --jobs: where the results go (default: DIR/results)")
     p.add_argument("--executor", choices=["local", "ray"], default="local")
     p.add_argument("--ray-address", help="address of an existing Ray cluster (auto, ray://host:10001); default: start a local one")
     p.add_argument("--workers", type=int, help="worker count (default: one per GPU; on the CPU one, or half the cores up to 4 with --no-bench)")
@@ -64,9 +68,11 @@ def cmd_eval_batch(args: argparse.Namespace) -> int:
     from warpforge.executor import Job, evaluate_batch
     from warpforge.task import resolve_task_path
 
-    pairs = [(str(resolve_task_path(t)), c) for t, c in parse_pairs(args.pairs, args.manifest)]
     config = config_from_args(args)
     err = Console(stderr=True)
+    if args.jobs:
+        return _eval_jobs(args, config, err)
+    pairs = [(str(resolve_task_path(t)), c) for t, c in parse_pairs(args.pairs, args.manifest)]
     if config.resolved().device == "cpu" and config.bench and (args.workers or 1) > 1:
         err.print("warning: several CPU workers time on shared cores; use --no-bench for correctness-only batches, "
                   "or one worker for timings you will report")
@@ -89,3 +95,48 @@ def cmd_eval_batch(args: argparse.Namespace) -> int:
     n_ok = sum(1 for r in results if r.get("correct"))
     err.print(f"{n_ok} of {len(results)} correct")
     return 0 if n_ok == len(results) else 1
+
+
+def _eval_jobs(args: argparse.Namespace, config: Any, err: Any) -> int:
+    """`eval-batch --jobs DIR`: every job without a result, each result written as it arrives
+    (a stopped batch run again evaluates only what is left)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from warpforge.candidate import EvalResult
+    from warpforge.executor import EvalPool, Job
+    from warpforge.executor.outbox import check_task, pending_jobs, write_result
+    from warpforge.task import resolve_task_path
+
+    if args.pairs or args.manifest:
+        raise UsageError("--jobs evaluates a folder's jobs: pass no TASK:CANDIDATE pairs or --manifest with it")
+    out = Path(args.results) if args.results else Path(args.jobs) / "results"
+    jobs = pending_jobs(args.jobs)
+    todo: list[Job] = []
+    keys: dict[int, str] = {}
+    for job in jobs:
+        why = check_task(job)
+        if why:  # reported, never evaluated against another program
+            write_result(out, job["key"], EvalResult("task_error", why, "load", task=str(job.get("task")),
+                                                     candidate_id=str(job.get("label", ""))))
+            continue
+        keys[len(todo)] = str(job["key"])
+        todo.append(Job(len(todo), str(resolve_task_path(str(job["task"]))), str(job.get("label", job["key"])),
+                        source=str(job["source"])))
+    err.print(f"{len(jobs)} jobs without a result in {args.jobs}: {len(todo)} to evaluate")
+    ok = 0
+    with Progress(TextColumn("eval-batch --jobs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[last]}"), console=err) as bar:
+        tid = bar.add_task("", total=len(todo), last="")
+
+        def done(job: Job, result: dict[str, Any]) -> None:
+            nonlocal ok
+            write_result(out, keys[job.index], result)
+            ok += bool(result.get("correct"))
+            bar.update(tid, advance=1, last=f"{Path(job.task).stem}: {result.get('status')}")
+
+        if todo:
+            with EvalPool(config, args.executor, args.workers, args.ray_address,
+                          compile_workers=args.compile_workers) as pool:
+                pool.map(todo, done)
+    err.print(f"{ok} of {len(todo)} correct; results in {out}")
+    return 0

@@ -66,6 +66,13 @@ def add_optimize_parser(sub: Any) -> None:
                    help="evaluate each generation in parallel: local workers (one per GPU) or a Ray cluster")
     p.add_argument("--workers", type=int, help="evaluation workers for --executor (default: one per GPU)")
     p.add_argument("--ray-address", help="an existing Ray cluster for --executor ray (auto, ray://host:10001)")
+    p.add_argument("--outbox", metavar="DIR",
+                   help="evaluate elsewhere: write each candidate as a job file into DIR/jobs and wait for its result in "
+                        "DIR/results (written there by `warpforge eval-batch --jobs DIR` on the GPU machine); "
+                        "--device names the device the jobs are meant for")
+    p.add_argument("--parallel-tasks", type=int, metavar="N",
+                   help="optimise N tasks at once (default 1; with --outbox, all: every generation's jobs of all "
+                        "tasks are then waiting together, for one batch on the GPU machine)")
     p.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live table")
     p.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
     from warpforge.cli.common import add_sandbox_option
@@ -90,7 +97,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
     eval_cfg = EvalConfig(device=args.device, size=args.size, sandbox=sandbox_from_args(args),
                           **({"timeout_s": args.timeout} if args.timeout else {}))
-    if eval_cfg.device == "cuda":
+    if args.outbox and args.executor:
+        raise UsageError("--outbox and --executor both say where candidates are evaluated: pass one")
+    if eval_cfg.device == "cuda" and not args.outbox:  # (an outbox's jobs are evaluated on another machine)
         from warpforge.config import require_cuda
 
         require_cuda("--device cuda was given", "drop --device or install a CUDA build of torch")
@@ -103,14 +112,22 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     with Archive(args.archive) as archive:
         tasks = load_tasks(args.tasks, archive)
         view = ProgressView([t.name for t in tasks], live=False if args.no_live else None)
-        pool = None
+        pool: Any = None
         if args.executor:
             from warpforge.executor import EvalPool
 
             pool = EvalPool(eval_cfg, args.executor, args.workers, args.ray_address)
+        elif args.outbox:
+            from warpforge.executor.outbox import OutboxPool
+
+            pool = OutboxPool(args.outbox)
+            print(f"warpforge: candidates go to {pool.jobs} as job files; evaluate them where the GPU is with "
+                  f"`warpforge eval-batch --jobs {args.outbox}` and bring {pool.results} back: the loop waits for "
+                  "them (stop it any time; the same command resumes)", file=sys.stderr)
+        parallel = args.parallel_tasks or (len(tasks) if args.outbox else 1)
         try:
             with view:
-                summary = Optimizer(archive, llm, config, on_progress=view.update, pool=pool).run(tasks)
+                summary = Optimizer(archive, llm, config, on_progress=view.update, pool=pool).run(tasks, parallel)
         except KeyboardInterrupt:
             print(f"warpforge: stopped; run the same command again to resume from {args.archive}", file=sys.stderr)
             return 130

@@ -21,7 +21,7 @@ import json
 import queue
 import threading
 import time
-from concurrent.futures import Future, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -147,25 +147,39 @@ class Optimizer:
         self._owns_evaluator = evaluator is None
         self.on_progress = on_progress or (lambda p: None)
         self.totals = _Totals()
+        self._totals_lock = threading.Lock()  # tasks optimised in parallel add to the totals from their threads
         self._gpu = ""  # the GPU's name, from the first evaluation's hardware record (the parent starts no CUDA)
 
-    def run(self, tasks: Sequence[Task]) -> RunSummary:
+    def run(self, tasks: Sequence[Task], parallel: int = 1) -> RunSummary:
+        """Optimise every task; `parallel` tasks at once (only on a pool: its workers, or an outbox
+        whose jobs another machine evaluates), so one generation's candidates of all of them wait
+        for evaluation together."""
+        if parallel > 1 and isinstance(self.evaluator, LocalEvaluator):
+            raise ConfigError("optimising several tasks at once needs --executor or --outbox: evaluations in this "
+                              "process run one at a time, and two at once on one GPU would time each other")
         run_id, lock = self._claim_run(tasks)
         with lock:  # held until the run ends: a second optimize on this archive cannot resume it meanwhile
             try:
-                return self._run(run_id, tasks)
+                return self._run(run_id, tasks, max(1, parallel))
             finally:
                 if self._owns_evaluator:
                     self.evaluator.close()
 
-    def _run(self, run_id: str, tasks: Sequence[Task]) -> RunSummary:
+    def _run(self, run_id: str, tasks: Sequence[Task], parallel: int = 1) -> RunSummary:
         self.totals.tokens = sum((a.prompt_tokens or 0) + (a.completion_tokens or 0)
                                  for a in self.archive.attempts(run_id=run_id))
         self.totals.cost_usd = sum(a.cost_usd or 0.0 for a in self.archive.attempts(run_id=run_id))
         outcomes, stopped_by = [], ""
         progress = {t.name: TaskProgress(t.name) for t in tasks}
         try:
-            for task in tasks:
+            if parallel > 1:
+                for task in tasks:
+                    self.archive.add_task(task)
+                with ThreadPoolExecutor(min(parallel, len(tasks)), thread_name_prefix="task") as threads:
+                    stops = list(threads.map(lambda t: self._run_task(run_id, t, progress[t.name]), tasks))
+                outcomes = [self._outcome(run_id, t) for t in tasks]
+                stopped_by = next((s for s in stops if s), "")
+            for task in tasks if parallel == 1 else ():
                 self.archive.add_task(task)
                 stopped_by = self._run_task(run_id, task, progress[task.name])
                 outcomes.append(self._outcome(run_id, task))
@@ -226,8 +240,9 @@ class Optimizer:
         for _ in plans:
             step, proposal = replies.get()
             plan = plans[step]
-            self.totals.tokens += proposal.prompt_tokens + proposal.completion_tokens
-            self.totals.cost_usd += proposal.cost_usd
+            with self._totals_lock:
+                self.totals.tokens += proposal.prompt_tokens + proposal.completion_tokens
+                self.totals.cost_usd += proposal.cost_usd
             self.archive.add_llm_call(run_id, task.name, proposal.model, plan.strategy, proposal.prompt_tokens,
                                       proposal.completion_tokens, proposal.cost_usd, proposal.seconds,
                                       proposal.failure if proposal.failure.startswith("LLM") else "")
@@ -309,7 +324,8 @@ class Optimizer:
         """Store one evaluation (only this thread writes the archive), credit the model, review."""
         before = incumbent([a for a in self.archive.attempts(task=attempt.task, run_id=attempt.run_id)
                             if a.id != attempt.id])
-        self.totals.gpu_seconds += time.monotonic() - started
+        with self._totals_lock:
+            self.totals.gpu_seconds += time.monotonic() - started
         self._gpu = self._gpu or str(result.hardware.get("gpu", ""))
         evaluation_id = self.archive.add_evaluation(attempt.id, result)
         evaluated = self.archive.attempt(attempt.id)
