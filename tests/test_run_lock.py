@@ -82,7 +82,7 @@ def test_a_second_optimize_on_a_live_run_exits_2_with_one_sentence(
                "--archive", str(archive), "--no-live"]
     second: dict[str, Any] = {}
 
-    def first_run(self: Optimizer, run_id: str, tasks: Any) -> RunSummary:
+    def first_run(self: Optimizer, run_id: str, tasks: Any, parallel: int = 1) -> RunSummary:
         capsys.readouterr()
         second["code"] = main(command)
         second["stderr"] = capsys.readouterr().err
