@@ -18,3 +18,10 @@ gpu_facts() {  # the machine's facts, to $1
   python3 -c "import torch, triton, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
   python3 -c "from warpforge.evaluate import jail; print('sandbox problem:', jail.problem())"
 } 
+throughput_stages() {  # $1 = the run's folder, $2 = its name: 8 relu candidates (4 Triton, 4 PyTorch), stage times
+  timeout 150 python3 benchmarks/throughput.py --out "$1/$2" --skip-serial --families triton,pytorch --limit 4 \
+    > "$1/$2.log" 2>&1
+  rm -rf "$1/$2/corpus"
+  python3 benchmarks/throughput.py --out "$1/x" --summarise "$1/$2" | python3 -c \
+    'import json,sys; print(json.dumps(json.load(sys.stdin)["stages"], indent=1))' | tee "$1/$2_summary.json"
+}

@@ -16,11 +16,7 @@ step "transfer probe"
 timeout 120 python3 benchmarks/transfer_probe.py --out "$OUT" > "$OUT/transfer_probe.log" 2>&1
 tail -5 "$OUT/transfer_probe.log"
 step "throughput stages (8 candidates)"
-timeout 150 python3 benchmarks/throughput.py --out "$OUT/stages" --skip-serial --families triton,pytorch --limit 4 \
-  > "$OUT/stages.log" 2>&1
-rm -rf "$OUT/stages/corpus"
-python3 benchmarks/throughput.py --out "$OUT/x" --summarise "$OUT/stages" | python3 -c \
-  'import json,sys; print(json.dumps(json.load(sys.stdin)["stages"], indent=1))' | tee "$OUT/stages_summary.json"
+throughput_stages "$OUT" stages
 step "GPU candidates and exploits"
 timeout $((BUDGET + 60)) python3 benchmarks/eval_gpu.py --out "$OUT/eval" --time-budget "$BUDGET" > "$OUT/eval_gpu.log" 2>&1
 tail -40 "$OUT/eval_gpu.log"

@@ -24,11 +24,7 @@ for arm in $ARMS; do
   step "throughput stages, $arm (8 candidates)"
   if [ "$arm" = old ]; then export PYTHONPATH=$OLD:${NEW_PYTHONPATH#$PWD/src:}; else export PYTHONPATH=$NEW_PYTHONPATH; fi
   python3 -c "import warpforge; print(warpforge.__file__)"
-  timeout 150 python3 benchmarks/throughput.py --out "$OUT/stages_$arm" --skip-serial --families triton,pytorch --limit 4 \
-    > "$OUT/stages_$arm.log" 2>&1
-  rm -rf "$OUT/stages_$arm/corpus"
-  python3 benchmarks/throughput.py --out "$OUT/x" --summarise "$OUT/stages_$arm" | python3 -c \
-    'import json,sys; print(json.dumps(json.load(sys.stdin)["stages"], indent=1))' | tee "$OUT/stages_${arm}_summary.json"
+  throughput_stages "$OUT" "stages_$arm"
 done
 export PYTHONPATH=$NEW_PYTHONPATH
 step "GPU candidates and exploits"

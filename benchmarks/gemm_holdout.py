@@ -1,0 +1,133 @@
+"""Issue 23, item 3, offline: how would a choice for shapes the tuner never measured do?
+
+Leave-one-out over the committed tune records (`gemm tune` writes, per shape, the screen time of
+every candidate it tried: the Triton families' configurations, the mma kernels, torch.matmul,
+cuBLASLt's heuristic list). For each tuned shape H, a rule picks a choice from the *other*
+shapes' records only, and the pick is scored by H's own screen time of that choice against H's
+screen time of torch.matmul (the same few-call screen for both, so noisy per shape but unbiased
+between rules). A choice that H's record does not hold (not screened there) counts as
+torch.matmul, 1.0x. Only portable choices transfer: Triton and mma configurations by name;
+cuBLASLt's algorithm indexes belong to each problem's heuristic list and do not.
+
+Rules:
+  torch        always torch.matmul (1.0x by definition)
+  dispatcher   today's: the nearest tuned shape within 2x in each of M, N, K (log space) whose
+               table choice is portable; else torch
+  nearest      the nearest tuned shape at any distance whose table choice is portable
+  knn-K        the K nearest tuned shapes vote: each proposes its fastest portable configuration;
+               the configuration with the best mean time relative to torch over the neighbours
+               that screened it wins if that mean is below 0.97, else torch
+  oracle       H's own fastest portable configuration or torch (what tuning H itself finds)
+
+    python benchmarks/gemm_holdout.py --out DIR [TUNE.jsonl ...]
+
+prints a table and writes DIR/gemm_holdout_<date>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import statistics
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+DEFAULT = [RESULTS / "gemm_h100-80gb-hbm3_cudal2_tune_2026-11-25.jsonl",
+           RESULTS / "gemm_h100-80gb-hbm3_llm_tune_2026-11-25.jsonl"]
+PORTABLE = ("triton_", "mma_")
+
+
+def load(path: Path) -> list[dict]:
+    shapes = []
+    for line in path.read_text().splitlines():
+        r = json.loads(line)
+        times = {c["name"]: c["screen"]["ms"] for c in r.get("candidates", [])
+                 if c.get("status") == "ok" and (c.get("screen") or {}).get("ms")}
+        if "torch" not in times:
+            continue
+        portable = {n: t for n, t in times.items() if n.startswith(PORTABLE)}
+        shapes.append({"shape": (int(r["M"]), int(r["N"]), int(r["K"])), "layout": r["layout"], "dtype": r["dtype"],
+                       "choice": str(r.get("choice", "torch")), "torch": times["torch"], "times": times,
+                       "best_portable": min(portable, key=portable.get) if portable else None})
+    return shapes
+
+
+def distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
+    return math.sqrt(sum(math.log(x / y) ** 2 for x, y in zip(a, b)))
+
+
+def within_2x(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
+    return all(0.5 <= x / y <= 2 for x, y in zip(a, b))
+
+
+def pick(rule: str, h: dict, others: list[dict]) -> str:
+    same = sorted((o for o in others if o["layout"] == h["layout"] and o["dtype"] == h["dtype"]),
+                  key=lambda o: distance(o["shape"], h["shape"]))
+    if rule == "torch":
+        return "torch"
+    if rule == "oracle":
+        best = h["best_portable"]
+        return best if best and h["times"][best] < h["torch"] else "torch"
+    if rule in ("dispatcher", "nearest"):
+        for o in same:
+            if rule == "dispatcher" and not within_2x(o["shape"], h["shape"]):
+                continue
+            if o["choice"].startswith(PORTABLE):
+                return o["choice"]
+            if rule == "dispatcher":
+                return "torch"  # the nearest bucket's choice is not portable: today's dispatcher stops here
+        return "torch"
+    k = int(rule.split("-")[1])
+    neighbours = same[:k]
+    proposals = {o["best_portable"] for o in neighbours if o["best_portable"]}
+    scored = []
+    for name in proposals:
+        ratios = [o["times"][name] / o["torch"] for o in neighbours if name in o["times"]]
+        if ratios:
+            scored.append((statistics.fmean(ratios), name))
+    if not scored:
+        return "torch"
+    mean, name = min(scored)
+    return name if mean < 0.97 else "torch"
+
+
+def score(h: dict, choice: str) -> float:
+    return h["torch"] / h["times"][choice] if choice in h["times"] else 1.0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("files", nargs="*", type=Path, default=DEFAULT)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    rules = ["torch", "dispatcher", "nearest", "knn-3", "knn-5", "knn-9", "oracle"]
+    report: dict = {"date": datetime.date.today().isoformat(), "method": "leave-one-out on screen times", "sets": {}}
+    for path in args.files:
+        shapes = load(path)
+        rows = {}
+        for rule in rules:
+            speedups, unknown = [], 0
+            for i, h in enumerate(shapes):
+                choice = pick(rule, h, shapes[:i] + shapes[i + 1:])
+                if choice != "torch" and choice not in h["times"]:
+                    unknown += 1
+                speedups.append(score(h, choice))
+            rows[rule] = {"geomean": round(math.exp(statistics.fmean(math.log(s) for s in speedups)), 4),
+                          "below_0.99": sum(1 for s in speedups if s < 0.99), "worst": round(min(speedups), 3),
+                          "not_screened_there": unknown, "n": len(speedups)}
+        report["sets"][path.name] = rows
+        print(f"\n{path.name}: {len(shapes)} tuned shapes, leave-one-out (screen times)")
+        print(f"{'rule':12s} {'geomean':>8s} {'<0.99x':>7s} {'worst':>7s} {'unscreened':>10s}")
+        for rule, r in rows.items():
+            print(f"{rule:12s} {r['geomean']:8.4f} {r['below_0.99']:7d} {r['worst']:7.3f} {r['not_screened_there']:10d}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"gemm_holdout_{report['date']}.json"
+    path.write_text(json.dumps(report, indent=1))
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()
