@@ -3,7 +3,7 @@
 # committed 30-task sample, the model answering through an inbox (a coding agent, or a person),
 # candidates evaluated on the GPU machine through an outbox (benchmarks/outbox_gpu.sh there).
 # Runs until every task has its budget of candidates; stop it any time, the same command resumes.
-# Usage: bash benchmarks/kernelbench_campaign.sh CAMPAIGN_DIR [CANDIDATES_PER_TASK] [GENERATION_SIZE]
+# Usage: [CONCURRENCY=128] bash benchmarks/kernelbench_campaign.sh CAMPAIGN_DIR [CANDIDATES_PER_TASK] [GENERATION_SIZE]
 #   CAMPAIGN_DIR/inbox   requests (<id>.request.md) the model answers with <id>.reply.md
 #   CAMPAIGN_DIR/outbox  jobs/ for the GPU machine, results/ brought back from it
 #   CAMPAIGN_DIR/kb.db   the archive
@@ -17,4 +17,4 @@ mapfile -t TASKS < <(python3 -c "import json,sys; [print(sys.argv[1] + '/' + t['
 mkdir -p "$DIR"
 exec python3 -m warpforge.cli optimize "${TASKS[@]}" --device cuda --llm "inbox(${MODEL_NAME:-coding-agent}):$DIR/inbox" \
   --llm-timeout 86400 --outbox "$DIR/outbox" --archive "$DIR/kb.db" --max-candidates "$N" --generation-size "$G" \
-  --concurrency 32 --no-live
+  --concurrency "${CONCURRENCY:-128}" --no-live
