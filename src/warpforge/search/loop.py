@@ -179,12 +179,13 @@ class Optimizer:
                     stops = list(threads.map(lambda t: self._run_task(run_id, t, progress[t.name]), tasks))
                 outcomes = [self._outcome(run_id, t) for t in tasks]
                 stopped_by = next((s for s in stops if s), "")
-            for task in tasks if parallel == 1 else ():
-                self.archive.add_task(task)
-                stopped_by = self._run_task(run_id, task, progress[task.name])
-                outcomes.append(self._outcome(run_id, task))
-                if stopped_by:
-                    break
+            else:
+                for task in tasks:
+                    self.archive.add_task(task)
+                    stopped_by = self._run_task(run_id, task, progress[task.name])
+                    outcomes.append(self._outcome(run_id, task))
+                    if stopped_by:
+                        break
         except KeyboardInterrupt:
             self.archive.finish_run(run_id, "stopped")
             raise
