@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 21: where a GPU evaluation's seconds go, this checkout against an older one, in one device
 # call on the same GPU (about 9 minutes on an H100). OLD_SRC is the older checkout's src/ folder
-# (made with `git archive COMMIT src | tar -x -C old`).
+# (made with `mkdir -p old && git archive COMMIT src | tar -x -C old`).
 # Usage: bash benchmarks/stages_ab.sh OUT_DIR OLD_SRC|- [EVAL_RESUME_JSON] [EVAL_BUDGET_S]
 # ("-": this checkout only). The data-path GPU tests run first; if they fail, nothing else runs.
 set -uo pipefail
