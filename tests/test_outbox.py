@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -106,12 +105,11 @@ def test_the_loop_optimises_tasks_in_parallel_through_an_outbox_and_a_rerun_find
     # in the outbox: nothing is left for the other machine, and it is not asked
     with Archive(tmp_path / "a.db") as archive:
         pool = OutboxPool(box, poll_s=0.1)
-        started = time.monotonic()
         try:
             Optimizer(archive, LLMClient(parse_model_specs([f"replay:{REPLIES}"])), config, pool=pool).run(tasks, 2)
         finally:
             pool.close()
-    assert pending_jobs(box) == [] and time.monotonic() - started < 120
+    assert pending_jobs(box) == []  # (a job left waiting would have hung the loop: pytest's time-out fails it)
 
 
 def test_several_tasks_at_once_need_a_pool(tmp_path: Path) -> None:
