@@ -5,7 +5,7 @@ import math
 import torch
 
 from warpforge.evaluate.inputs import fingerprint, fingerprint_positions
-from warpforge.evaluate.verify import compare, compare_fingerprint, summarize_reference, tolerance_for
+from warpforge.evaluate.verify import compare, compare_fingerprint, reference_norm, summarize_reference, tolerance_for
 
 FP32 = tolerance_for(torch.float32, {}, allow_tf32=False)
 
@@ -157,6 +157,13 @@ def test_comparing_in_pieces_gives_the_whole_tensors_answer(monkeypatch):
     in_pieces = summarize_reference(ref, torch.tensor([0, 7, 20999]))
     assert math.isclose(in_pieces.norm, summary.norm, rel_tol=1e-12) and in_pieces.scale == summary.scale
     assert torch.equal(in_pieces.values, summary.values)
+    # the reference process works the (norm, scale) out once per draw and passes it in
+    with_inf = ref.clone()
+    with_inf[3, 3] = float("inf")
+    norm, scale = reference_norm(with_inf)
+    assert math.isfinite(norm) and scale == float(ref.abs().max()) and norm < float(ref.norm())
+    given = summarize_reference(with_inf, torch.tensor([0, 7, 20999]), (norm, scale))
+    assert (given.norm, given.scale) == (norm, scale) == (summarize_reference(with_inf, torch.tensor([0])).norm, scale)
     ints = torch.arange(5000)
     assert compare(ints, ints, torch.int64, tolerance_for(torch.int64, {}, False)).ok
     wrong = ints.clone()

@@ -39,7 +39,7 @@ from warpforge.evaluate.presets import fit_globals
 from warpforge.evaluate.protocol import (Baseline, BaselineFailed, Compare, Compared, Draw, Drawn, Loaded, ReferenceReady,
                                          ReferenceSpec, TaskFailed, Timed, TimeRound, parse, request_from_json)
 from warpforge.evaluate.sandbox import Channel, die_with_parent
-from warpforge.evaluate.verify import Comparison, Tolerance, compare, error_stats, summarize_reference
+from warpforge.evaluate.verify import Comparison, Tolerance, compare, error_stats, reference_norm, summarize_reference
 from warpforge.task import eval_metadata_expr, import_task_module, load_task
 
 SCALARS = (int, float, bool)
@@ -83,6 +83,7 @@ def main(spec_path: str) -> None:
     gc.freeze()  # the task, torch and CUDA's objects live on: each timing run's collection skips them
     channel.post(Loaded(flops, nbytes, hw))
     held: list[list[torch.Tensor]] = []  # the current draw's reference outputs, one list per input set
+    norms: list[list[tuple[float, float]]] = []  # and their (norm, scale), for the fingerprint checks
     held_inputs: list[list[Any]] = []  # and its input sets (on the GPU when they fit), for paired timing rounds
     exported = shared.Exported([])  # the copies of the current draw's inputs the candidate opens
     dtypes: list[torch.dtype] = []
@@ -92,12 +93,13 @@ def main(spec_path: str) -> None:
             return
         request = request_from_json(line)
         if isinstance(request, Compare):
-            channel.post(_compare(request, held, dtypes))
+            channel.post(_compare(request, held, dtypes, norms))
             continue
         if isinstance(request, TimeRound):  # one paired-timing round on the current draw's sets
             channel.post(Timed(_time_round(model, pristine, held_inputs, device, request)))
             continue
         held.clear()  # a new draw: the last candidate's references go first
+        norms.clear()
         held_inputs.clear()
         if exported.pointers:  # (the last candidate's process has ended)
             exported.free()
@@ -110,13 +112,14 @@ def main(spec_path: str) -> None:
         held.extend(drawn[0])
         dtypes = drawn[1]
         held_inputs.extend(drawn[2])
+        norms.extend(drawn[3])
 
 
 def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.nn.Module,
           pristine: list[module_state.Saved], init_inputs: list[Any],
           state: dict[str, torch.Tensor], request: Draw, spec: ReferenceSpec, hw: dict[str, Any],
           notes: list[str], exported: shared.Exported) -> tuple[list[list[torch.Tensor]], list[torch.dtype],
-                                                                list[list[Any]]] | None:
+                                                                list[list[Any]], list[list[tuple[float, float]]]] | None:
     """One draw: fresh inputs from the request's seeds, their float64 outputs, the baselines if
     asked. Inputs go to the candidate's folder (as CUDA IPC handles of copies, added to
     `exported`, when asked and they fit the GPU); the outputs and the inputs (returned, for
@@ -146,7 +149,7 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
         channel.post(TaskFailed(f"the task's get_inputs() failed: {type(exc).__name__}: {exc}"))
         return None
     try:
-        outputs64, native_dtypes, native_errors, output_notes = _reference_outputs(model, pristine, trials, device,
+        outputs64, norms, native_dtypes, native_errors, output_notes = _reference_outputs(model, pristine, trials, device,
                                                                                    on_host=big)
         notes += output_notes
     except Exception as exc:
@@ -171,10 +174,11 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
     if device == "cuda":
         torch.cuda.empty_cache()  # what the draw needed beyond the sets goes back for the candidate
     channel.post(Drawn())
-    return outputs64, native_dtypes, held_inputs
+    return outputs64, native_dtypes, held_inputs, norms
 
 
-def _compare(request: Compare, held: list[list[torch.Tensor]], dtypes: list[torch.dtype]) -> Compared:
+def _compare(request: Compare, held: list[list[torch.Tensor]], dtypes: list[torch.dtype],
+             norms: list[list[tuple[float, float]]]) -> Compared:
     """Compare the candidate's verification outputs (files it wrote, read with weights_only) with
     the held references; when all match, also send every input set's reference summaries (values
     at the parent's fingerprint positions, norm, scale) for checking the timed calls."""
@@ -201,9 +205,7 @@ def _compare(request: Compare, held: list[list[torch.Tensor]], dtypes: list[torc
                 return verdict(Comparison(False, f"forward() returned {n} outputs, the reference returns {len(refs)}"))
             for j, (out, ref) in enumerate(zip(outs, refs)):
                 label = "the output" if len(refs) == 1 else f"output {j}"
-                if isinstance(out, torch.Tensor):
-                    out = out.to(ref.device)
-                result = compare(out, ref, dtypes[j], tolerances[j], label)
+                result = compare(out, ref, dtypes[j], tolerances[j], label)  # (piece by piece, where either is)
                 worst_abs, worst_l2 = max(worst_abs, result.max_abs_err), max(worst_l2, result.rel_l2_err)
                 if not result.ok:
                     return verdict(Comparison(False, f"trial {i + 1} of {len(files)}: {result.reason}"))
@@ -212,10 +214,10 @@ def _compare(request: Compare, held: list[list[torch.Tensor]], dtypes: list[torc
             opened.close()
     positions = [torch.tensor(p, dtype=torch.long) for p in request.positions]
     summaries = []
-    for refs in held:
+    for refs, set_norms in zip(held, norms):
         row = []
-        for ref, pos in zip(refs, positions):
-            s = summarize_reference(ref, pos)
+        for ref, pos, norm_scale in zip(refs, positions, set_norms):
+            s = summarize_reference(ref, pos, norm_scale)
             row.append({"values": s.values.tolist(), "norm": s.norm, "scale": s.scale})
         summaries.append(row)
     return verdict(Comparison(True, f"matches the reference in all {len(files)} trials"), summaries=summaries)
@@ -291,14 +293,15 @@ def _to(x: Any, device: str, double: bool = False) -> Any:
 
 def _reference_outputs(model: torch.nn.Module, pristine: list[module_state.Saved], trials: list[list[Any]],
                        device: str, on_host: bool = False):
-    """float64 outputs, the native dtypes, and the native program's (rel_l2, max_rel) errors. The
+    """float64 outputs, their (norm, scale) (`reference_norm`, worked out here while the outputs are
+    where they were computed), the native dtypes, and the native program's (rel_l2, max_rel) errors. The
     outputs stay on the GPU unless they would take more than a quarter of its memory, or `on_host`
     (big sets: each set's outputs go to host memory as soon as they are computed). Every call
     starts from the module's state as built (`pristine`)."""
     module_state.restore(pristine)
     model64 = copy.deepcopy(model).double()
     pristine64 = module_state.snapshot(model64)
-    outputs64, native_errors, notes = [], [], []
+    outputs64, norms, native_errors, notes = [], [], [], []
     dtypes: list[torch.dtype] = []
     with torch.no_grad():
         for inputs in trials:
@@ -316,15 +319,16 @@ def _reference_outputs(model: torch.nn.Module, pristine: list[module_state.Saved
             dtypes = [o.dtype for o in native]
             native_errors.append([list(error_stats(n, e)[1:]) if n.is_floating_point() else [0.0, 0.0]
                                   for n, e in zip(native, exact)])
-            outputs64.append([e.detach().to("cpu" if on_host else e.device,
-                                            torch.float64 if e.is_floating_point() else e.dtype) for e in exact])
+            exact = [e.detach().to(torch.float64 if e.is_floating_point() else e.dtype) for e in exact]
+            norms.append([reference_norm(e) for e in exact])
+            outputs64.append([e.to("cpu") if on_host else e for e in exact])
             del native, exact
             if on_host and device == "cuda":
                 torch.cuda.empty_cache()
     total = sum(o.numel() * o.element_size() for outs in outputs64 for o in outs)
     if device == "cuda" and total > torch.cuda.get_device_properties(0).total_memory // 4:
         outputs64 = [[o.cpu() for o in outs] for outs in outputs64]
-    return outputs64, dtypes, native_errors, sorted(set(notes))
+    return outputs64, norms, dtypes, native_errors, sorted(set(notes))
 
 
 def _baseline_cache(spec: ReferenceSpec, hw: dict[str, Any]) -> Path | None:

@@ -107,11 +107,13 @@ CHUNK = 1 << 24
 
 
 def _pieces(out: torch.Tensor, ref: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """(out, ref) in flat pieces of CHUNK elements; a big reference held in host memory is worked
-    on piece by piece on the GPU when there is one (the same float64 arithmetic, far faster)."""
+    """(out, ref) in flat pieces of CHUNK elements, on the GPU when either is there: a big reference
+    held in host memory is worked on piece by piece on the GPU (the same float64 arithmetic, far
+    faster), and an output on the GPU never crosses to the host whole."""
     flat_out, flat_ref = out.reshape(-1), ref.reshape(-1)
     n = flat_ref.numel()
-    work = "cuda" if n > CHUNK and ref.device.type == "cpu" and torch.cuda.is_available() else ref.device
+    work = (out.device if out.device.type == "cuda" else
+            "cuda" if n > CHUNK and ref.device.type == "cpu" and torch.cuda.is_available() else ref.device)
     for start in range(0, n, CHUNK) if n else [0]:
         yield flat_out[start:start + CHUNK].to(work), flat_ref[start:start + CHUNK].to(work)
 
@@ -192,13 +194,24 @@ class RefSummary:
     scale: float
 
 
-def summarize_reference(ref: torch.Tensor, positions: torch.Tensor) -> RefSummary:
+def reference_norm(ref: torch.Tensor) -> tuple[float, float]:
+    """(L2 norm, max |value|) of a reference output over its finite positions, in float64: what
+    the timed calls' fingerprints are held to. Worked out once per draw, where the output was
+    computed (a big reference moved to host memory afterwards would otherwise cross back to the
+    GPU whole for it, once per candidate that verifies)."""
     norm, scale = 0.0, 0.0
     for _, piece in _pieces(ref.reshape(-1)[:0], ref):  # (no output to compare: the reference alone)
         finite = piece.to(torch.float64)[torch.isfinite(piece)]
         if finite.numel():
             norm = math.hypot(norm, float(torch.linalg.vector_norm(finite)))
             scale = max(scale, float(finite.abs().max()))
+    return norm, scale
+
+
+def summarize_reference(ref: torch.Tensor, positions: torch.Tensor,
+                        norm_scale: tuple[float, float] | None = None) -> RefSummary:
+    """`norm_scale`: the output's `reference_norm`, when worked out already."""
+    norm, scale = norm_scale if norm_scale is not None else reference_norm(ref)
     values = ref.reshape(-1)[positions.to(ref.device)].to(torch.float64).cpu()
     return RefSummary(values, norm, scale)
 
