@@ -533,3 +533,44 @@ def test_a_judge_is_recycled_after_its_evaluations_and_the_count_starts_again_wi
         assert local.evaluate(task, candidate).correct
         second = local.judge(task)
         assert second is not first and local._uses == {(task.name, task.source_hash): 1}
+
+
+def test_a_task_out_of_gpu_memory_beside_other_warm_judges_is_evaluated_again_without_them(monkeypatch) -> None:
+    """Warm Judges of other tasks hold their input sets on the GPU; a task that runs out of
+    memory beside them is evaluated once more with them closed (its first task_error says
+    nothing about the task), and the result says so. Alone, an out-of-memory task_error stands."""
+    import importlib
+
+    from warpforge import Candidate, load_task
+    from warpforge.candidate import EvalResult
+    from warpforge.evaluator import LocalEvaluator
+
+    closed: list[str] = []
+
+    class FakeJudge:
+        warm: set[str] = set()
+
+        def __init__(self, task, config) -> None:
+            self.name = task.name
+            FakeJudge.warm.add(task.name)
+
+        def evaluate(self, candidate):
+            if self.name.endswith("softmax") and len(FakeJudge.warm) > 1:
+                return EvalResult("task_error", "the task's get_inputs() failed: OutOfMemoryError: CUDA out of memory.",
+                                  "load", task=self.name)
+            return EvalResult("correct", "ok", "bench", task=self.name)
+
+        def close(self) -> None:
+            closed.append(self.name)
+            FakeJudge.warm.discard(self.name)
+
+    monkeypatch.setattr(importlib.import_module("warpforge.evaluate"), "Judge", FakeJudge)
+    relu, softmax = load_task("level1/relu"), load_task("level1/softmax")
+    candidate = Candidate.from_file(PAIRS[0][1])
+    with LocalEvaluator(CONFIG) as local:
+        assert local.evaluate(relu, candidate).status == "correct"
+        again = local.evaluate(softmax, candidate)
+        assert again.status == "correct" and "ran out of GPU memory" in again.warnings[-1]
+        assert closed == [relu.name, softmax.name] and list(local._judges) == [(softmax.name, softmax.source_hash)]
+        FakeJudge.warm.add("other")  # memory held by something no Judge of ours owns: the error stands
+        assert local.evaluate(softmax, candidate).status == "task_error"
