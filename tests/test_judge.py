@@ -113,6 +113,9 @@ def test_sets_that_do_not_fit_the_memory_budget_are_fewer_and_the_result_says_so
         # the parent's parts of the stages: comparing the outputs, and paired timing's reference rounds
         assert 0 < honest.stage_seconds["compare"] <= honest.stage_seconds["verify"], honest.stage_seconds
         assert 0 < honest.stage_seconds["reference_rounds"] <= honest.stage_seconds["bench"], honest.stage_seconds
+        # and the reference process's parts of its draw
+        parts = [honest.stage_seconds[k] for k in ("reference_draw", "reference_outputs", "reference_hand_over")]
+        assert all(p > 0 for p in parts) and sum(parts) <= honest.stage_seconds["reference"], honest.stage_seconds
         assert any("input sets reduced to 2 checked + 1 timed" in w for w in honest.warnings), honest.warnings
         wrong = judge.evaluate(candidate("low_precision_bf16"))
         assert wrong.status == "incorrect", wrong.reason  # fewer sets still catch a wrong answer

@@ -449,7 +449,8 @@ class Judge:
             if cfg.device == "cuda" and cfg.bench and cfg.paired_rounds else None
         return Reference(numels, sets, dtypes, tolerances, self._loaded, dict(self._baselines or {}),
                          [*self._baseline_notes, *data.notes, *degenerate, *([unpaired] if unpaired else [])],
-                         seconds, int(data.verify_sets), paired=unpaired is None)
+                         seconds, int(data.verify_sets), paired=unpaired is None,
+                         parts={str(k): float(v) for k, v in data.seconds.items()})
 
     def _sets_budget(self) -> int | None:
         """Bytes the reference's input sets and float64 outputs may take (config.sets_memory_gb)."""

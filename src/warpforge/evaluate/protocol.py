@@ -198,6 +198,9 @@ class ReferenceReady(Message):
     verify_sets: int
     input_bytes: int = 0
     """One input set's bytes (paired timing's memory plan)."""
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    """The reference process's parts of the draw, by name (reference_draw, reference_outputs,
+    reference_hand_over), reported inside the result's `reference` stage."""
 
 
 @dataclasses.dataclass(frozen=True)

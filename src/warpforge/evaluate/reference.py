@@ -18,12 +18,14 @@ import copy
 import dataclasses
 import gc
 import hashlib
+import itertools
 import json
 import os
 import random
 import sys
+import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +129,8 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
     device = spec.device
     seeds, verify_sets, notes = request.trial_seeds, request.verify_sets, list(notes)
     big = False  # sets too big to hold on the GPU all at once
+    parts: dict[str, float] = {}  # this process's seconds, by part (the parent reports them)
+    started = time.monotonic()
     try:
         trials = _draw_trials(module, metadata, seeds[:1], device)
         budget = request.sets_budget_bytes
@@ -139,35 +143,48 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
                              f"{int(budget) / 2**30:.1f} GiB allowed (sets_memory_gb)")
                 seeds = seeds[:n]
                 big = device == "cuda"  # sets that had to be cut down wait in host memory
-        if big:
-            trials = [[_to(x, "cpu") for x in trials[0]]]
-        trials += _draw_trials(module, metadata, seeds[1:], device, first=1, to_host=big)
+        # big sets are drawn one at a time as their outputs are worked out, each moved to host
+        # memory after (not before: a set drawn on the GPU, sent to the host, and sent back for
+        # its two forwards crossed the bus three times)
+        sets: Iterable[list[Any]] = itertools.chain(_taken(trials), _iter_trials(module, metadata, seeds[1:], device, first=1)) \
+            if big else trials + _draw_trials(module, metadata, seeds[1:], device, first=1)
     except TaskError as exc:
         channel.post(TaskFailed(str(exc)))
         return None
     except Exception as exc:
         channel.post(TaskFailed(f"the task's get_inputs() failed: {type(exc).__name__}: {exc}"))
         return None
+    parts["reference_draw"] = time.monotonic() - started
+    started = time.monotonic()
     try:
-        outputs64, norms, native_dtypes, native_errors, output_notes = _reference_outputs(model, pristine, trials, device,
-                                                                                   on_host=big)
+        outputs64, norms, trials, native_dtypes, native_errors, output_notes = _reference_outputs(
+            model, pristine, sets, device, on_host=big)
         notes += output_notes
+    except _DrawFailed as failed:
+        exc = failed.__cause__
+        channel.post(TaskFailed(str(exc) if isinstance(exc, TaskError) else
+                                f"the task's get_inputs() failed: {type(exc).__name__}: {exc}"))
+        return None
     except Exception as exc:
         channel.post(TaskFailed(f"the task's own forward() failed: {type(exc).__name__}: {exc}",
                                 traceback.format_exc()[-2000:]))
         return None
-    # the sets the paired rounds time the task's program on: on the GPU when they fit (copying 8
+    parts["reference_outputs"] = time.monotonic() - started
+    started = time.monotonic()
+    # the sets the paired rounds time the task's program on: on the GPU unless big (copying 8
     # host sets of 256 MiB to the GPU took most of each round's 0.6 s on an H100)
-    held_inputs = [[x.cpu() if isinstance(x, torch.Tensor) else x for x in t] for t in trials] if big else trials
+    held_inputs = trials
     if request.share_inputs and device == "cuda" and not big and shared.available():
         sent = [[x.cpu() if isinstance(x, torch.Tensor) else x for x in shared.export(t, exported)] for t in trials]
     else:
         sent = [[x.cpu() if isinstance(x, torch.Tensor) else x for x in t] for t in trials]
     torch.save({"init_inputs": init_inputs, "trials": sent, "state_dict": state}, request.inputs_path)
     del sent
+    parts["reference_hand_over"] = time.monotonic() - started
     channel.post(ReferenceReady(
         [str(d) for d in native_dtypes], native_errors, notes, [int(o.numel()) for o in outputs64[0]], len(trials),
-        verify_sets, sum(x.numel() * x.element_size() for x in trials[0] if isinstance(x, torch.Tensor))))
+        verify_sets, sum(x.numel() * x.element_size() for x in trials[0] if isinstance(x, torch.Tensor)),
+        {k: round(v, 3) for k, v in parts.items()}))
     if request.time_baselines and sys.stdin.readline().strip() == "time":  # the machine is quiet now
         _time_baselines(channel, model, pristine, trials, device, spec, hw)
     del trials
@@ -259,10 +276,31 @@ def _set_bytes(model: torch.nn.Module, inputs: list[Any], device: str) -> int:
     return out64 + 2 * (native + sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor)))
 
 
+def _taken(items: list[Any]) -> Iterator[Any]:
+    """The list's items, each dropped from it as it is handed out (a big set's GPU memory goes back
+    once its consumer is done with it)."""
+    while items:
+        yield items.pop(0)
+
+
+class _DrawFailed(Exception):
+    """get_inputs() failed while the sets were drawn one at a time (`_iter_trials`, as __cause__)."""
+
+
+def _iter_trials(module: Any, metadata: dict[str, Any], seeds: list[int], device: str,
+                 first: int = 0) -> Iterator[list[Any]]:
+    """`_draw_trials`, one set at a time; a failure is raised as `_DrawFailed`."""
+    for i, seed in enumerate(seeds, start=first):
+        try:
+            drawn = _draw_trials(module, metadata, [seed], device, first=i)
+        except Exception as exc:
+            raise _DrawFailed() from exc
+        yield drawn[0]
+
+
 def _draw_trials(module: Any, metadata: dict[str, Any], seeds: list[int], device: str,
-                 first: int = 0, to_host: bool = False) -> list[list[Any]]:
-    """Input sets from `seeds`; set i (counting from `first`) takes the i-th input distribution.
-    `to_host`: each set goes to host memory once drawn (sets too big to hold on the GPU together)."""
+                 first: int = 0) -> list[list[Any]]:
+    """Input sets from `seeds`; set i (counting from `first`) takes the i-th input distribution."""
     dists = list(metadata.get("input_dists") or DEFAULT_DISTS)
     trials = []
     for i, seed in enumerate(seeds, start=first):
@@ -279,7 +317,7 @@ def _draw_trials(module: Any, metadata: dict[str, Any], seeds: list[int], device
         gen = torch.Generator(device=device).manual_seed(seed)
         moved = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
         drawn = apply_distribution(moved, dists[i % len(dists)], gen)
-        trials.append([_to(x, "cpu") for x in drawn] if to_host else drawn)
+        trials.append(drawn)
         del inputs, moved, drawn
     return trials
 
@@ -291,17 +329,18 @@ def _to(x: Any, device: str, double: bool = False) -> Any:
     return x.double() if double and x.is_floating_point() else x
 
 
-def _reference_outputs(model: torch.nn.Module, pristine: list[module_state.Saved], trials: list[list[Any]],
+def _reference_outputs(model: torch.nn.Module, pristine: list[module_state.Saved], trials: Iterable[list[Any]],
                        device: str, on_host: bool = False):
     """float64 outputs, their (norm, scale) (`reference_norm`, worked out here while the outputs are
-    where they were computed), the native dtypes, and the native program's (rel_l2, max_rel) errors. The
-    outputs stay on the GPU unless they would take more than a quarter of its memory, or `on_host`
-    (big sets: each set's outputs go to host memory as soon as they are computed). Every call
-    starts from the module's state as built (`pristine`)."""
+    where they were computed), the input sets, the native dtypes, and the native program's
+    (rel_l2, max_rel) errors. The outputs stay on the GPU unless they would take more than a
+    quarter of its memory, or `on_host` (big sets: each set and its outputs go to host memory as
+    soon as the outputs are computed). Every call starts from the module's state as built
+    (`pristine`)."""
     module_state.restore(pristine)
     model64 = copy.deepcopy(model).double()
     pristine64 = module_state.snapshot(model64)
-    outputs64, norms, native_errors, notes = [], [], [], []
+    outputs64, norms, sets, native_errors, notes = [], [], [], [], []
     dtypes: list[torch.dtype] = []
     with torch.no_grad():
         for inputs in trials:
@@ -322,13 +361,14 @@ def _reference_outputs(model: torch.nn.Module, pristine: list[module_state.Saved
             exact = [e.detach().to(torch.float64 if e.is_floating_point() else e.dtype) for e in exact]
             norms.append([reference_norm(e) for e in exact])
             outputs64.append([e.to("cpu") if on_host else e for e in exact])
-            del native, exact
+            sets.append([_to(x, "cpu") for x in inputs] if on_host else inputs)
+            del native, exact, inputs
             if on_host and device == "cuda":
                 torch.cuda.empty_cache()
     total = sum(o.numel() * o.element_size() for outs in outputs64 for o in outs)
     if device == "cuda" and total > torch.cuda.get_device_properties(0).total_memory // 4:
         outputs64 = [[o.cpu() for o in outs] for outs in outputs64]
-    return outputs64, norms, dtypes, native_errors, sorted(set(notes))
+    return outputs64, norms, sets, dtypes, native_errors, sorted(set(notes))
 
 
 def _baseline_cache(spec: ReferenceSpec, hw: dict[str, Any]) -> Path | None:

@@ -48,6 +48,8 @@ class Reference:
     verify_sets: int
     paired: bool = True
     """False when paired timing does not fit the GPU for these sets (paired.pair_memory_note)."""
+    parts: dict[str, float] = dataclasses.field(default_factory=dict)
+    """The reference process's parts of `seconds` (ReferenceReady.seconds)."""
 
 
 def with_verdict(result: EvalResult, status: Status, reason: str, stage: str, **changes: Any) -> EvalResult:
@@ -91,7 +93,7 @@ def decide(outcome: ChildOutcome, view: ParentView, reference: Reference, cfg: E
     common = dataclasses.replace(
         base, output_tail=tail, trials=reference.verify_sets, warnings=tuple(reference.baseline_notes),
         reference=reference.baselines.get("eager"), compiled_reference=reference.baselines.get("torch_compile"),
-        stage_seconds={"reference": round(reference.seconds, 3),
+        stage_seconds={"reference": round(reference.seconds, 3), **reference.parts,
                        **_stage_seconds(evidence, outcome, view.sent, view.parent_seconds)})
     comparison = view.comparison
     if comparison is not None:
