@@ -42,10 +42,12 @@ def main() -> None:
     ap.add_argument("--task", default="level1/relu")
     ap.add_argument("--candidate", default=str(ROOT / "benchmarks/gpu_candidates/relu__torch.py"))
     ap.add_argument("--n", type=int, default=7)
+    ap.add_argument("--rep-ms", type=float, default=None, help="the timing budget (EvalConfig.rep_ms; default its default)")
     args = ap.parse_args()
     candidate = Candidate.from_file(Path(args.candidate))
     rows = []
-    with Judge(load_task(args.task), EvalConfig(device=args.device)) as judge:
+    config = EvalConfig(device=args.device, **({"rep_ms": args.rep_ms} if args.rep_ms else {}))
+    with Judge(load_task(args.task), config) as judge:
         for _ in range(args.n):
             t0 = time.perf_counter()
             result = judge.evaluate(candidate)
@@ -57,6 +59,7 @@ def main() -> None:
         return round(statistics.median(values), 3) if values else None
 
     row = {"label": args.label, "date": datetime.date.today().isoformat(), "device": args.device, "task": args.task,
+           "rep_ms": config.rep_ms,
            "candidate": Path(args.candidate).name, "n": args.n, "statuses": sorted({r["status"] for r in rows}),
            "turnaround_s": median("seconds"), "bench_s": median("bench"), "reference_rounds_s": median("reference_rounds"),
            "hardware": fingerprint(args.device), "rows": rows}

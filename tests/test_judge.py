@@ -138,6 +138,20 @@ def test_fit_sets_keeps_two_checked_and_one_timed_set_at_least() -> None:
         EvalConfig(sets_memory_gb=0)
 
 
+def test_the_timing_budget_comes_from_the_command_line_and_a_useless_one_is_refused() -> None:
+    import argparse
+
+    from warpforge.cli.common import add_eval_options, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_eval_options(parser)
+    config = config_from_args(parser.parse_args(["--device", "cpu", "--rep-ms", "25", "--warmup-ms", "5"]))
+    assert (config.rep_ms, config.warmup_ms) == (25.0, 5.0)
+    assert config_from_args(parser.parse_args(["--device", "cpu"])).rep_ms == EvalConfig().rep_ms
+    with pytest.raises(ConfigError, match="rep_ms must be positive"):
+        config_from_args(parser.parse_args(["--device", "cpu", "--rep-ms", "0"]))
+
+
 def test_the_candidate_may_hold_its_input_file_twice_on_top_of_the_memory_limit(tmp_path: Path) -> None:
     from warpforge.evaluate import candidate_memory_mb
 

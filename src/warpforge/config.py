@@ -131,6 +131,8 @@ class EvalConfig:
             raise ConfigError(f"mode must be 'offline' or 'server', not {self.mode!r}")
         if self.trials < 1:
             raise ConfigError(f"--trials must be at least 1, not {self.trials}")
+        if not self.rep_ms > 0 or not self.warmup_ms >= 0:
+            raise ConfigError(f"rep_ms must be positive and warmup_ms 0 or more, not {self.rep_ms} and {self.warmup_ms}")
         if self.sets_memory_gb is not None and self.sets_memory_gb <= 0:
             raise ConfigError(f"sets_memory_gb must be positive, not {self.sets_memory_gb}")
         if self.timeout_s <= 0:

@@ -48,6 +48,11 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paired-rounds", type=int, default=None, metavar="N",
                    help="rounds of paired timing, reference and candidate in turn (default 5; 0: time the "
                         "reference once before the candidate, for tasks whose inputs fit the GPU only once)")
+    p.add_argument("--rep-ms", type=float, default=None, metavar="MS",
+                   help="timed calls' budget per timing run in milliseconds (default 100, as triton's do_bench; "
+                        "each paired round gets half); smaller is faster, and wider: check it with an A/A "
+                        "(warpforge calibrate) on your GPU before trusting it")
+    p.add_argument("--warmup-ms", type=float, default=None, metavar="MS", help="warm-up budget per timing run (default 25)")
     p.add_argument("--sync-floor", choices=["matched", "idle"], default=None,
                    help="the sync round trip taken off each timed GPU call: matched to the call's length, "
                         "measured after each call (default), or one idle measurement per timing run")
@@ -82,6 +87,8 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         sandbox=sandbox_from_args(args), cpu_threads=args.cpu_threads, cuda_ipc=args.cuda_ipc,
         **({"paired_rounds": args.paired_rounds} if args.paired_rounds is not None else {}),
         **({"sync_floor": args.sync_floor} if args.sync_floor is not None else {}),
+        **({"rep_ms": args.rep_ms} if args.rep_ms is not None else {}),
+        **({"warmup_ms": args.warmup_ms} if args.warmup_ms is not None else {}),
         **({"timeout_s": args.timeout} if args.timeout is not None else {}),
     )
     if config.device == "cuda":
