@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The GPU machine's side of an outbox campaign (docs/kernelbench.md, "The GPU on another
-# machine"): evaluate every job in OUTBOX that has no result yet, one worker per GPU, writing
-# each result into OUT/results as it arrives, until TIME_S; then pack them for the trip back.
+# machine"): evaluate every job in OUTBOX that has no result yet, one worker per GPU, until TIME_S,
+# packing the results that have arrived into OUT/results.tgz every PACK_S seconds (default 30) and
+# at the end. The results are collected outside OUT: a device call brings back a limited number of
+# files, and one cut short by its time limit must still bring back what was evaluated (the
+# 2026-11-26 call that left 40 loose result files in OUT lost them all).
+# Keep TIME_S below the call's own limit (the device budget left, less start-up).
 # Usage: [CUDA_VISIBLE_DEVICES=0,1] [COMPILE_WORKERS=N] bash benchmarks/outbox_gpu.sh OUT_DIR OUTBOX [TIME_S]
 # Back on the loop's machine: tar xzf OUT_DIR/results.tgz -C OUTBOX/results
 set -uo pipefail
@@ -9,11 +13,16 @@ OUT=${1:?usage: outbox_gpu.sh OUT_DIR OUTBOX [TIME_S]}
 BOX=${2:?OUTBOX}
 T=${3:-540}
 source "$(dirname "$0")/_gpu_env.sh"
-mkdir -p "$OUT/results"
+RES=$(mktemp -d /tmp/outbox_results.XXXXXX)
+mkdir -p "$OUT"
+pack() { tar czf "$OUT/.results.tgz.tmp" -C "$RES" . && mv "$OUT/.results.tgz.tmp" "$OUT/results.tgz"; }
 gpu_facts | tee "$OUT/gpu.txt"
 step "eval-batch --jobs $BOX"
-timeout "$T" python3 -m warpforge.cli eval-batch --jobs "$BOX" --results "$OUT/results" --device cuda \
+( while sleep "${PACK_S:-30}"; do pack; done ) &
+PACKER=$!
+timeout "$T" python3 -m warpforge.cli eval-batch --jobs "$BOX" --results "$RES" --device cuda \
   ${COMPILE_WORKERS:+--compile-workers "$COMPILE_WORKERS"} 2>&1 \
   | tail -5 | tee "$OUT/eval_batch.log"
-step "done: $(ls "$OUT/results" | wc -l) results"
-tar czf "$OUT/results.tgz" -C "$OUT/results" . && rm -rf "$OUT/results"
+kill "$PACKER" 2>/dev/null
+pack
+step "done: $(ls "$RES" | wc -l) results in $OUT/results.tgz"
