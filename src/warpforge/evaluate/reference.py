@@ -161,9 +161,9 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
             model, pristine, sets, device, on_host=big)
         notes += output_notes
     except _DrawFailed as failed:
-        exc = failed.__cause__
-        channel.post(TaskFailed(str(exc) if isinstance(exc, TaskError) else
-                                f"the task's get_inputs() failed: {type(exc).__name__}: {exc}"))
+        cause = failed.__cause__
+        channel.post(TaskFailed(str(cause) if isinstance(cause, TaskError) else
+                                f"the task's get_inputs() failed: {type(cause).__name__}: {cause}"))
         return None
     except Exception as exc:
         channel.post(TaskFailed(f"the task's own forward() failed: {type(exc).__name__}: {exc}",
