@@ -195,3 +195,45 @@ def test_a_generation_evaluated_on_a_worker_pool_gives_the_same_verdicts(tmp_pat
         assert sorted(a.step for a in attempts) == [0, 1, 2, 3]
         verdicts.append(sorted((a.source_hash or "", a.status or a.failure) for a in attempts))
     assert verdicts[0] == verdicts[1]
+
+
+def test_a_resumed_run_sends_a_killed_runs_request_again_as_it_was(tmp_path: Path, monkeypatch) -> None:
+    """The request of a step whose reply never arrived (the run was killed) is kept in the archive
+    and sent again unchanged when the run resumes, though the prompt rendered now would differ
+    (retrieval sees what other tasks found since): an inbox reply answers only the request it
+    was asked. A step whose plan changed gets a fresh request; a recorded step's request is gone.
+    An archive from before the requests table gets it when opened."""
+    from warpforge.propose.llm import Completion
+    from warpforge.search import loop
+    from warpforge.search.plan import Plan
+
+    class Model:
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def complete(self, messages, max_tokens):  # the LLMClient interface the loop uses
+            self.seen.append(messages[-1]["content"])
+            return Completion("no code here", "fake:model", 1, 1, 0.0, 0.0, "stop")
+
+    model = Model()
+    prompt = {"text": "as rendered before the kill"}
+    monkeypatch.setattr(loop, "render", lambda strategy, ctx: [{"role": "user", "content": prompt["text"]}])
+    db = tmp_path / "a.db"
+    with Archive(db) as archive:
+        run_id = archive.start_run({}, 0)
+    with sqlite3.connect(db) as conn:  # an archive written before the table existed
+        conn.execute("DROP TABLE requests")
+    with Archive(db) as archive:
+        optimizer = Optimizer(archive, model, OptimizeConfig(eval=FAST_EVAL, budget=Budget(candidates=2)))  # type: ignore[arg-type]
+        task = load_task("level1/relu")
+        optimizer._ask(run_id, task, 0, Plan("translate"))  # the model is asked; the run dies before a reply is recorded
+        prompt["text"] = "as rendered after the resume"
+        optimizer._ask(run_id, task, 0, Plan("translate"))
+        optimizer._ask(run_id, task, 1, Plan("translate"))  # another step: its own request
+        optimizer._ask(run_id, task, 0, Plan("retrieval"))  # the step's plan changed: a new request
+        archive.drop_request(run_id, task.name, 1)  # step 1's candidate was recorded
+        assert archive.request(run_id, task.name, 1) is None
+        assert archive.request(run_id, task.name, 0) == ("retrieval", [], [
+            {"role": "user", "content": "as rendered after the resume"}])
+    assert model.seen == ["as rendered before the kill", "as rendered before the kill",
+                          "as rendered after the resume", "as rendered after the resume"]

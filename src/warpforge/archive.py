@@ -57,11 +57,15 @@ CREATE TABLE IF NOT EXISTS evaluations(id INTEGER PRIMARY KEY AUTOINCREMENT, can
 CREATE TABLE IF NOT EXISTS llm_calls(id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT, task TEXT, model TEXT,
     role TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, cost_usd REAL, seconds REAL, error TEXT,
     created REAL);
+CREATE TABLE IF NOT EXISTS requests(run_id TEXT, task TEXT, step INTEGER, strategy TEXT, parents TEXT,
+    messages TEXT, created REAL, PRIMARY KEY(run_id, task, step));
 CREATE INDEX IF NOT EXISTS candidates_task ON candidates(task);
 CREATE INDEX IF NOT EXISTS candidates_source_hash ON candidates(source_hash);
 CREATE INDEX IF NOT EXISTS evaluations_candidate ON evaluations(candidate_id);
 CREATE INDEX IF NOT EXISTS evaluations_task_correct ON evaluations(task, correct);
 """
+
+_REQUESTS_TABLE = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS requests"):SCHEMA.index("CREATE INDEX")]
 
 # An attempt is a candidate row joined with its latest evaluation (the highest evaluation id).
 _ATTEMPTS = """
@@ -259,6 +263,8 @@ class Archive:
         if not tables:
             self._conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA}INSERT OR IGNORE INTO meta VALUES "
                                      f"('schema_version', '{SCHEMA_VERSION}');COMMIT;")
+        elif "requests" not in tables:  # added within schema 1: an archive from before gets it, nothing else changes
+            self._conn.execute(_REQUESTS_TABLE)
 
     def _open_read_only(self) -> None:
         hint = "pass the path of the archive that warpforge optimize wrote"
@@ -372,6 +378,26 @@ class Archive:
             row = self._conn.execute("SELECT id FROM candidates WHERE run_id=? AND task=? AND step=?",
                                      (run_id, proposal.task, step)).fetchone()
         return int(row[0])
+
+    def set_request(self, run_id: str, task: str, step: int, strategy: str, parents: Sequence[int],
+                    messages: list[dict[str, str]]) -> None:
+        """The messages sent to the model for one step, kept until the step's candidate is recorded:
+        a run killed while the model worked sends the same request again when it resumes (an
+        inbox or a cache then finds the reply), instead of a new prompt the reply does not answer."""
+        self._write("INSERT OR REPLACE INTO requests VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (run_id, task, step, strategy, _to_json([int(p) for p in parents]),
+                     _to_json([{**m, "content": redact(m["content"])} for m in messages]), time.time()))
+
+    def request(self, run_id: str, task: str, step: int) -> tuple[str, list[int], list[dict[str, str]]] | None:
+        """(strategy, parent ids, messages) of a step's request that has no candidate yet, or None."""
+        rows = self._read("SELECT strategy, parents, messages FROM requests WHERE run_id=? AND task=? AND step=?",
+                          (run_id, task, step))
+        if not rows:
+            return None
+        return str(rows[0]["strategy"]), list(json.loads(rows[0]["parents"])), list(json.loads(rows[0]["messages"]))
+
+    def drop_request(self, run_id: str, task: str, step: int) -> None:
+        self._write("DELETE FROM requests WHERE run_id=? AND task=? AND step=?", (run_id, task, step))
 
     def add_evaluation(self, candidate_id: int, result: EvalResult) -> int:
         self._check_writable()

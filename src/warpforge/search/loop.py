@@ -236,7 +236,7 @@ class Optimizer:
         replies: queue.Queue[tuple[int, Proposal]] = queue.Queue()
         pending: dict[Future[EvalResult], tuple[Attempt, float]] = {}
         for step, plan in plans.items():
-            threading.Thread(target=lambda s=step, p=plan: replies.put((s, self._propose(task, p))),
+            threading.Thread(target=lambda s=step, p=plan: replies.put((s, self._propose(run_id, task, s, p))),
                              name=f"propose-{task.name}-{step}", daemon=True).start()
         for _ in plans:
             step, proposal = replies.get()
@@ -253,6 +253,7 @@ class Optimizer:
             candidate_id = self.archive.add_candidate(
                 run_id, proposal, step, parents=plan.parent_ids, island=plan.island,
                 features=features.to_dict() if features else None, language=features.language if features else "unknown")
+            self.archive.drop_request(run_id, task.name, step)
             progress.last = f"step {step}: {plan.strategy}" + (f" failed: {proposal.failure}" if proposal.failure else "")
             self._show(progress, self.archive.steps(run_id, task.name).values(), "evaluating")
             if proposal.candidate is not None:
@@ -268,17 +269,24 @@ class Optimizer:
             attempt, started = pending[future]
             self._record(attempt, future.result(), started)
 
-    def _propose(self, task: Task, plan: Plan) -> Proposal:
+    def _propose(self, run_id: str, task: Task, step: int, plan: Plan) -> Proposal:
         """Runs in a proposer thread: never raises (a failure is a Proposal with a reason), so the
         loop waiting for this slot always gets an answer."""
         try:
-            return self._ask(task, plan)
+            return self._ask(run_id, task, step, plan)
         except Exception as exc:  # noqa: BLE001  (a thread boundary: whatever broke becomes this slot's failure)
             return Proposal(task.name, plan.strategy, failure=f"proposing failed: {type(exc).__name__}: {exc}")
 
-    def _ask(self, task: Task, plan: Plan) -> Proposal:
-        ctx = self._context(task, plan)
-        messages = render(plan.strategy, ctx)
+    def _ask(self, run_id: str, task: Task, step: int, plan: Plan) -> Proposal:
+        # a run killed while the model worked on this step sends the same request again: the
+        # prompt rendered now would differ (retrieval sees what other tasks found since), and an
+        # inbox reply, already written or on its way, answers only the request it was asked
+        stored = self.archive.request(run_id, task.name, step)
+        if stored is not None and stored[:2] == (plan.strategy, list(plan.parent_ids)):
+            messages = stored[2]
+        else:
+            messages = render(plan.strategy, self._context(task, plan))
+            self.archive.set_request(run_id, task.name, step, plan.strategy, plan.parent_ids, messages)
         prompt = json.dumps(messages)
         try:
             completion: Completion = self.llm.complete(messages, max_tokens=self.cfg.max_tokens)
