@@ -1,0 +1,68 @@
+"""benchmarks/kernelbench_final.py, issue 22's closing table, on a small made-up campaign: the
+best verified kernel of each task and CUDA-L1's go into one manifest; the table credits a task
+without a verified faster kernel with 1.00x on both sides, and counts pass@k and custom kernels."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+from test_archive import proposal, result
+
+from warpforge.archive import Archive
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _final():
+    spec = importlib.util.spec_from_file_location("kernelbench_final", ROOT / "benchmarks" / "kernelbench_final.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_final_table_from_a_campaign_and_one_run(tmp_path: Path) -> None:
+    final = _final()
+    kb, l1 = tmp_path / "KernelBench", tmp_path / "cudal1"
+    for p in (kb / "level1" / "1_A.py", kb / "level1" / "2_B.py", l1 / "L1_1.py"):
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("# a program\n")
+    sample = tmp_path / "sample.json"
+    sample.write_text(json.dumps({"tasks": [{"task": "level1/1_A", "path": "level1/1_A.py"},
+                                            {"task": "level1/2_B", "path": "level1/2_B.py"}]}))
+    order = tmp_path / "order.txt"
+    order.write_text(f"{l1}/level1/1_A.py:{l1}/L1_1.py\n")
+    db = tmp_path / "kb.db"
+    with Archive(db) as archive:
+        run = archive.start_run({}, 0)
+        for step, (task, source, res) in enumerate([
+                ("level1/1_A", "fast = 1\n", result(ms=1.0, ref_ms=2.0)),  # 2.0x in the campaign
+                ("level1/1_A", "wrong = 1\n", result("incorrect", ms=None)),
+                ("level1/2_B", "slow = 1\n", result("incorrect", ms=None))]):
+            cid = archive.add_candidate(run, proposal(source, task=task), step)
+            archive.add_evaluation(cid, res)
+    out = tmp_path / "final"
+    final.prepare(argparse.Namespace(archive=str(db), out=str(out), sample=str(sample), kernelbench=str(kb),
+                                     cudal1=str(order)))
+    manifest = [line for line in (out / "manifest.txt").read_text().splitlines() if not line.startswith("#")]
+    assert manifest == [f"{kb}/level1/1_A.py:ours/level1__1_A.py", f"{kb}/level1/1_A.py:cudal1/level1__1_A.py"]
+    assert (out / "ours" / "level1__1_A.py").read_text() == "fast = 1\n"
+    # the final run (eval-batch --json of the manifest): ours 1.8x with its own kernels, CUDA-L1 1.2x
+    runs = [{"task": f"{kb}/level1/1_A.py", "candidate": str(out / "ours" / "level1__1_A.py"), "status": "correct",
+             "correct": True, "speedup": 1.8, "speedup_vs_compile": 1.5, "kernels": {"kind": "custom_kernel"}},
+            {"task": f"{kb}/level1/1_A.py", "candidate": str(out / "cudal1" / "level1__1_A.py"), "status": "correct",
+             "correct": True, "speedup": 1.2, "kernels": {"kind": "custom_kernel"}}]
+    (tmp_path / "final.jsonl").write_text("eval-batch's progress line\n" + "\n".join(json.dumps(r) for r in runs) + "\n")
+    summary = final.table(argparse.Namespace(archive=str(db), final=str(out), results=str(tmp_path / "final.jsonl"),
+                                             out=str(tmp_path / "table")))
+    assert summary["faster_than_eager"] == 1 and summary["faster_share"] == 0.5
+    assert math.isclose(summary["geomean_ours"], math.sqrt(1.8)) and math.isclose(summary["geomean_cudal1"], math.sqrt(1.2))
+    assert summary["custom_share_of_bests"] == 1.0 and summary["pass_at_k"][1] == 0.25  # (1/2 + 0/1) / 2
+    assert summary["targets"] == {"faster_share >= 0.80": False, "geomean_ours > geomean_cudal1": True,
+                                  "custom_share >= 0.75": True}
+    table = (tmp_path / "table" / "final_table.md").read_text()
+    assert "| level1/1_A | 2 (1) | 1.80x | 1.50x | 1.20x | custom |" in table
+    assert "| level1/2_B | 1 (0) | no kernel | - | no kernel |" in table
