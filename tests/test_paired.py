@@ -30,7 +30,9 @@ def test_the_speedup_is_the_median_ratio_with_an_order_statistic_interval() -> N
 
 def test_rounds_alternate_in_a_shuffled_order_and_measure_again_when_too_wide() -> None:
     timed: list[str] = []
-    rounds = Rounds(4, 0.10, lambda: timed.append("ref") or {"median_ms": 1.0}, random.Random(3))
+    firsts: list[bool] = []
+    rounds = Rounds(4, 0.10, lambda first: timed.append("ref") or firsts.append(first) or {"median_ms": 1.0},
+                    random.Random(3))
     wanted = True
     cand = iter([1.0, 1.0, 1.5, 0.7] + [1.0] * 4)  # a wide spread: four more rounds
     while wanted:
@@ -41,6 +43,20 @@ def test_rounds_alternate_in_a_shuffled_order_and_measure_again_when_too_wide() 
     pairs = [timed[i:i + 2] for i in range(0, len(timed), 2)]
     assert all(sorted(p) == ["cand", "ref"] for p in pairs)  # each round: one of each
     assert {tuple(p) for p in pairs} == {("ref", "cand"), ("cand", "ref")}  # both orders occur
+    # the reference run paired with the candidate's first (full-budget) run gets the same budget,
+    # whichever of the two goes first in that round
+    assert firsts == [True] + [False] * 7
+    orders = set()
+    for seed in range(8):
+        firsts.clear()
+        rounds = Rounds(3, 10.0, lambda first: firsts.append(first) or {"median_ms": 1.0}, random.Random(seed))
+        wanted = True
+        while wanted:
+            rounds.start_round()
+            wanted = rounds.after_candidate({"median_ms": 1.0})
+        orders.add(rounds.reference_first[0])
+        assert firsts == [True, False, False]
+    assert orders == {True, False}
 
 
 def _result(paired: dict) -> EvalResult:  # type: ignore[type-arg]

@@ -258,10 +258,10 @@ class Judge:
         paused: list[Child] = []
         view = ParentView()
 
-        def reference_round() -> dict[str, Any]:
+        def reference_round(first: bool) -> dict[str, Any]:
             started = time.monotonic()
             try:
-                return self._time_reference_round(positions)
+                return self._time_reference_round(positions, first)
             finally:
                 view.add_seconds("reference_rounds", started)
 
@@ -312,11 +312,13 @@ class Judge:
                                 staged)
         return result
 
-    def _time_reference_round(self, positions: list[list[int]]) -> dict[str, Any]:
+    def _time_reference_round(self, positions: list[list[int]], first: bool = False) -> dict[str, Any]:
         """One paired round of the task's program, in the reference process, on the current draw
-        (fingerprinting its outputs at the candidate's positions between calls, as the candidate does)."""
+        (fingerprinting its outputs at the candidate's positions between calls, as the candidate does),
+        with the budget the candidate's run in the same round has: its first run's, else a round's."""
         assert self._server is not None
-        self._server.send(protocol.request_json(TimeRound(secrets.randbits(31), _round_args(self.cfg), positions)))
+        args = _bench_args(self.cfg) if first else _round_args(self.cfg)
+        self._server.send(protocol.request_json(TimeRound(secrets.randbits(31), args, positions)))
         timed = protocol.first(self._server_round("timed"), Timed)
         if timed is None:
             raise HarnessError(f"the reference process for {self.task.name} sent a malformed 'timed' message")

@@ -21,8 +21,11 @@ from warpforge import metrics
 class Rounds:
     """The schedule and the record of one candidate's paired rounds."""
 
-    def __init__(self, rounds: int, bound: float, time_reference: Callable[[], dict[str, Any]],
+    def __init__(self, rounds: int, bound: float, time_reference: Callable[[bool], dict[str, Any]],
                  rng: random.Random) -> None:
+        """`time_reference(first)`: one timing run of the task's program; `first` for the run
+        paired with the candidate's first timing run, which has the first run's budget (a full
+        warm-up and repetition budget) where later rounds have half: a pair is timed alike."""
         self.target = rounds
         self.rounds = rounds
         self.bound = bound
@@ -36,7 +39,7 @@ class Rounds:
         """Before the candidate's next round: draw the order; time the reference now if it goes first."""
         self.reference_first.append(self.rng.random() < 0.5)
         if self.reference_first[-1]:
-            self.reference.append(self.time_reference())
+            self.reference.append(self.time_reference(len(self.reference_first) == 1))
 
     def after_candidate(self, timing: Any) -> bool:
         """The candidate's round is in: finish the round; True when another round is wanted. A
@@ -46,7 +49,7 @@ class Rounds:
         except (TypeError, KeyError, ValueError):
             return False
         if not self.reference_first[-1]:
-            self.reference.append(self.time_reference())
+            self.reference.append(self.time_reference(len(self.candidate_ms) == 1))
         done = len(self.candidate_ms)
         if done < self.target:
             return True
