@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from warpforge.errors import TaskError
+from warpforge.errors import TaskError, WarpforgeError
 from warpforge.evaluate import state as module_state
 from warpforge.evaluate import bench, hardware, shared
 from warpforge.evaluate.inputs import (DEFAULT_DISTS, apply_distribution, fast_serialization, fingerprint, inputs_changed,
@@ -283,7 +283,7 @@ def _taken(items: list[Any]) -> Iterator[Any]:
         yield items.pop(0)
 
 
-class _DrawFailed(Exception):
+class _DrawFailed(WarpforgeError):
     """get_inputs() failed while the sets were drawn one at a time (`_iter_trials`, as __cause__)."""
 
 
