@@ -8,6 +8,7 @@ import shlex
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,31 @@ def test_the_loop_runs_with_a_command_as_its_model(tmp_path: Path) -> None:
         attempts = archive.attempts(task="level1/diag_matmul")
     assert len(attempts) == 2 and {a.model for a in attempts} == {"scripted-agent"}
     assert any(a.status == "correct" for a in attempts), [a.failure or a.status for a in attempts]
+
+
+def test_a_resumed_run_takes_the_outstanding_request_of_the_same_prompt_whatever_its_number(tmp_path: Path) -> None:
+    """A generation asks the same prompt several times (key-0 ... key-3); a run killed with key-3
+    unanswered and resumed asks it once: it must wait on key-3 (answered meanwhile or later), not
+    write a new key-0 beside it. Two calls of one process never share a request."""
+    box = tmp_path / "box"
+    key = hashlib.sha256(render_prompt(MESSAGES).encode()).hexdigest()[:12]
+    (box / "answered").mkdir(parents=True)
+    for n in range(3):  # the killed run's first three asks were answered and moved aside
+        (box / "answered" / f"{key}-{n}.request.md").write_text(render_prompt(MESSAGES))
+    (box / f"{key}-3.request.md").write_text(render_prompt(MESSAGES))
+    (box / f"{key}-3.reply.md").write_text("the reply to the fourth ask")
+    llm = client(f"inbox:{box}", timeout_s=30.0)
+    assert llm.complete(MESSAGES).text == "the reply to the fourth ask"
+    assert not list(box.glob("*.request.md")) and (box / "answered" / f"{key}-3.reply.md").exists()
+    # two asks at once with nothing outstanding: two requests, numbered apart, each answered
+    stop = threading.Event()
+    thread = threading.Thread(target=answer_requests, args=(box, stop, "answer"), daemon=True)
+    thread.start()
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            texts = list(pool.map(lambda _: llm.complete(MESSAGES).text, range(2)))
+    finally:
+        stop.set()
+        thread.join()
+    assert texts == ["answer to: Make relu fast."] * 2
+    assert len(list((box / "answered").glob(f"{key}-*.reply.md"))) == 3  # the fourth ask's, and two more

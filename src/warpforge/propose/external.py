@@ -23,6 +23,7 @@ retries, the concurrency limit and the accounting.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -138,7 +139,7 @@ class InboxTransport:
     def __init__(self, spec: ModelSpec, timeout_s: float) -> None:
         self.spec, self.timeout_s, self.dir = spec, timeout_s, Path(spec.model).expanduser()
         self._lock = threading.Lock()
-        self._counts: dict[str, int] = {}
+        self._claimed: dict[str, set[int]] = {}  # per prompt, the request numbers a call here waits on
 
     def ping(self) -> None:
         """The folder exists (made if not), can be written, and holds the README."""
@@ -156,16 +157,18 @@ class InboxTransport:
         self.ping()
         prompt = render_prompt(messages)
         key = hashlib.sha256(prompt.encode()).hexdigest()[:12]
-        with self._lock:
-            n = self._counts.get(key, 0)
-            self._counts[key] = n + 1
+        n = self._claim(key)
         name = f"{key}-{n}"
         request, reply = self.dir / f"{name}.request.md", self.dir / f"{name}.reply.md"
-        if not request.exists() and not reply.exists():  # after a kill the same request may be waiting already
-            _write_atomically(self.dir / f"{name}.request.json", json.dumps(
-                {"messages": messages, "max_tokens": max_tokens, "temperature": temperature}, indent=1))
-            _write_atomically(request, prompt)
-        text = self._wait(reply)
+        try:
+            if not request.exists() and not reply.exists():  # after a kill the same request may be waiting already
+                _write_atomically(self.dir / f"{name}.request.json", json.dumps(
+                    {"messages": messages, "max_tokens": max_tokens, "temperature": temperature}, indent=1))
+                _write_atomically(request, prompt)
+            text = self._wait(reply)
+        finally:
+            with self._lock:
+                self._claimed[key].discard(n)
         if text is None:
             raise TransientError(f"no reply in {reply} within {self.timeout_s:g} s")
         for path in (request, self.dir / f"{name}.request.json", reply):
@@ -173,6 +176,26 @@ class InboxTransport:
         if not text.strip():
             raise TransientError(f"{reply} was empty")
         return Reply(text, estimate_tokens(prompt), estimate_tokens(text), "stop")
+
+    def _claim(self, key: str) -> int:
+        """The number of this call's request of the prompt `key`: an outstanding request of the same
+        prompt that no call here waits on (a killed run's, answered or not: the same prompt, so
+        its reply answers this call), else the lowest number no request of it has had, here or in
+        answered/. A resumed run asks fewer of a generation's identical prompts than the run it
+        resumes, so counting from 0 in each process would give a new request and leave the
+        waiting one unread."""
+        with self._lock:
+            claimed = self._claimed.setdefault(key, set())
+            waiting = sorted(n for p in self.dir.glob(f"{key}-*.request.md")
+                             if (n := _request_number(p.name, key)) is not None and n not in claimed)
+            if waiting:
+                n = waiting[0]
+            else:
+                used = {n for p in (self.dir / "answered").glob(f"{key}-*.request.md")
+                        if (n := _request_number(p.name, key)) is not None}
+                n = next(i for i in itertools.count() if i not in claimed and i not in used)
+            claimed.add(n)
+            return n
 
     def _wait(self, reply: Path) -> str | None:
         """The reply's text once its size stopped changing between two looks; None at the time-out."""
@@ -188,6 +211,12 @@ class InboxTransport:
             last = size
             time.sleep(POLL_S)
         return None
+
+
+def _request_number(name: str, key: str) -> int | None:
+    """N of `<key>-<N>.request.md`, or None for any other name."""
+    number = name.removeprefix(f"{key}-").removesuffix(".request.md")
+    return int(number) if number.isdigit() else None
 
 
 def _write_atomically(path: Path, text: str) -> None:
