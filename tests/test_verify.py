@@ -2,6 +2,7 @@
 
 import math
 
+import pytest
 import torch
 
 from warpforge.evaluate.inputs import fingerprint, fingerprint_positions
@@ -169,3 +170,36 @@ def test_comparing_in_pieces_gives_the_whole_tensors_answer(monkeypatch):
     wrong = ints.clone()
     wrong[4999] = 0
     assert "1 of 5000" in compare(wrong, ints, torch.int64, tolerance_for(torch.int64, {}, False)).reason
+
+
+def test_sets_drawn_one_at_a_time_get_their_outputs_norms_and_a_failed_draw_is_named() -> None:
+    """The reference process's big-set path (reference._reference_outputs over `_iter_trials`):
+    each set is drawn as the one before it is done, and comes back with its float64 outputs and
+    their (norm, scale); get_inputs() failing partway is reported as get_inputs' failure."""
+    import types
+
+    from warpforge.evaluate import reference
+    from warpforge.evaluate import state as module_state
+
+    model = torch.nn.Linear(8, 4).eval()
+    drawn: list[int] = []
+
+    def get_inputs():
+        drawn.append(len(drawn))
+        if len(drawn) == 4:
+            raise RuntimeError("no memory for a fourth set")
+        return [torch.randn(16, 8)]
+
+    module = types.SimpleNamespace(get_inputs=get_inputs)
+    pristine = module_state.snapshot(model)
+    sets = reference._iter_trials(module, {}, [1, 2, 3], "cpu")
+    outputs, norms, inputs, dtypes, errors, _ = reference._reference_outputs(model, pristine, sets, "cpu", on_host=True)
+    assert len(outputs) == len(norms) == len(inputs) == len(errors) == 3 and dtypes == [torch.float32]
+    for out, norm, x in zip(outputs, norms, inputs):
+        assert out[0].dtype == torch.float64 and norm[0] == reference_norm(out[0])
+        expected = model.double()(x[0].double())
+        model.float()
+        assert torch.allclose(out[0], expected)
+    with pytest.raises(reference._DrawFailed) as failed:
+        reference._reference_outputs(model, pristine, reference._iter_trials(module, {}, [4], "cpu"), "cpu", on_host=True)
+    assert "fourth set" in str(failed.value.__cause__)
