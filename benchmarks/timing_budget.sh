@@ -6,7 +6,7 @@
 #   2. the A/A of the suite's level 1, then levels 2-3, at --rep-ms 25 (warpforge calibrate)
 #      -> OUT/aa_rep25_level1.jsonl, OUT/aa_rep25_level23.jsonl.
 # The A/A at the default budget on the same GPU kind is benchmarks/results/kernelbench_h100_2026-11-25/aa_suite*.jsonl.
-# Usage: [CUDA_VISIBLE_DEVICES=3] bash benchmarks/timing_budget.sh OUT_DIR [SECONDS]
+# Usage: [CUDA_VISIBLE_DEVICES=3] [BUDGETS="100 25 10"] bash benchmarks/timing_budget.sh OUT_DIR [SECONDS]
 set -uo pipefail
 OUT=${1:?usage: timing_budget.sh OUT_DIR [SECONDS]}
 T=${2:-540}
@@ -14,7 +14,7 @@ source "$(dirname "$0")/_gpu_env.sh"
 mkdir -p "$OUT"
 END=$(( $(date +%s) + T ))
 left() { echo $(( END - $(date +%s) )); }
-for ms in 100 25 10; do
+for ms in ${BUDGETS:-100 25 10}; do
   step "turnaround at rep_ms=$ms ($(left) s left)"
   timeout "$(left)" python3 benchmarks/judge_turnaround.py --out "$OUT" --device cuda --label "rep_ms=$ms" \
     --rep-ms "$ms" --n 7 2>&1 | tail -1
