@@ -330,7 +330,8 @@ class Optimizer:
         self._record(attempt, self.evaluator.submit(task, _candidate(attempt)).result(), started)
 
     def _record(self, attempt: Attempt, result: EvalResult, started: float) -> None:
-        """Store one evaluation (only this thread writes the archive), credit the model, review."""
+        """Store one evaluation (from its task's thread: the archive serialises the writes of tasks optimised
+        in parallel), credit the model, review."""
         before = incumbent([a for a in self.archive.attempts(task=attempt.task, run_id=attempt.run_id)
                             if a.id != attempt.id])
         with self._totals_lock:
