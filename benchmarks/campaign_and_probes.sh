@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # One device call on a 4-GPU machine that serves two issues at once: GPUs 0-2 evaluate the
-# campaign's pending outbox jobs (issue 22, benchmarks/outbox_gpu.sh), GPU 3 runs issue 21's
-# measurements one after the other (the A/A at a 25 ms budget, then the memory footprint of the
-# largest suite tasks). Each side stops at the deadline; results are packed as they arrive.
+# campaign's pending outbox jobs (issue 22, benchmarks/outbox_gpu.sh), GPU 3 first runs issue 21's
+# PROBES (default: the memory footprint of the largest suite tasks, benchmarks/memory_peak.sh;
+# "budget" adds the A/A at a 25 ms timing budget first), then evaluates the newest fifth of the
+# pending jobs (a disjoint share, so no job runs twice). Each side stops at the deadline.
 # Keep SECONDS below the call's own limit (the device time left, less about 40 s of start-up).
-# Usage: bash benchmarks/campaign_and_probes.sh OUT_DIR OUTBOX [SECONDS]
+# A device call brings back at most 8 files: the probes' files (GPU 3's campaign results too) are
+# packed into OUT/probes.tgz after each step (the 2026-11-26 s17 call lost its campaign
+# results.tgz among 21 loose files).
+# Usage: [PROBES="budget memory"] bash benchmarks/campaign_and_probes.sh OUT_DIR OUTBOX [SECONDS]
+# Back on the loop's machine: tar xzf OUT/campaign/results.tgz -C OUTBOX/results, and the same
+# for probes.tgz's c3/results.tgz.
 set -uo pipefail
 OUT=${1:?usage: campaign_and_probes.sh OUT_DIR OUTBOX [SECONDS]}
 BOX=${2:?OUTBOX}
@@ -12,14 +18,39 @@ T=${3:-480}
 HERE=$(cd "$(dirname "$0")" && pwd)
 case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
 mkdir -p "$OUT"
-CUDA_VISIBLE_DEVICES=0,1,2 COMPILE_WORKERS=${COMPILE_WORKERS:-12} bash "$HERE/outbox_gpu.sh" "$OUT/campaign" "$BOX" "$T" \
+end=$(( $(date +%s) + T ))
+SPLIT=$(mktemp -d /tmp/split.XXXXXX)
+python3 - "$BOX" "$SPLIT" <<'PY'
+import shutil, sys
+from pathlib import Path
+box, split = Path(sys.argv[1]), Path(sys.argv[2])
+pending = sorted((p for p in (box / "jobs").glob("*.json") if not (box / "results" / p.name).exists()),
+                 key=lambda p: p.stat().st_mtime)
+k = len(pending) // 5
+for name, part in (("a", pending[:len(pending) - k]), ("b", pending[len(pending) - k:])):
+    (split / name / "jobs").mkdir(parents=True)
+    (split / name / "results").mkdir()
+    for p in part:
+        shutil.copy2(p, split / name / "jobs" / p.name)
+print(f"{len(pending)} pending jobs: {len(pending) - k} for GPUs 0-2, {k} for GPU 3 after its probes")
+PY
+CUDA_VISIBLE_DEVICES=0,1,2 COMPILE_WORKERS=${COMPILE_WORKERS:-12} bash "$HERE/outbox_gpu.sh" "$OUT/campaign" "$SPLIT/a" "$T" \
   > "$OUT/campaign.log" 2>&1 &
+PROBE_DIR=$(mktemp -d /tmp/probes.XXXXXX)
+pack() { tar czf "$OUT/.probes.tgz.tmp" -C "$PROBE_DIR" . && mv "$OUT/.probes.tgz.tmp" "$OUT/probes.tgz"; }
 (
   export CUDA_VISIBLE_DEVICES=3
-  end=$(( $(date +%s) + T ))
-  BUDGETS=25 bash "$HERE/timing_budget.sh" "$OUT/budget" $(( T * 2 / 3 ))
+  for probe in ${PROBES:-memory}; do
+    left=$(( end - $(date +%s) ))
+    case $probe in
+      budget) BUDGETS=25 bash "$HERE/timing_budget.sh" "$PROBE_DIR/budget" $(( left / 2 )) ;;
+      memory) timeout "$left" bash "$HERE/memory_peak.sh" "$PROBE_DIR/memory" ;;
+    esac
+    pack
+  done
   left=$(( end - $(date +%s) ))
-  [ "$left" -gt 60 ] && timeout "$left" bash "$HERE/memory_peak.sh" "$OUT/memory"
+  [ "$left" -gt 60 ] && COMPILE_WORKERS=4 bash "$HERE/outbox_gpu.sh" "$PROBE_DIR/c3" "$SPLIT/b" "$left"
+  pack
 ) > "$OUT/probes.log" 2>&1
 wait
-tail -3 "$OUT/campaign.log"; tail -12 "$OUT/probes.log"
+tail -3 "$OUT/campaign.log"; tail -12 "$OUT/probes.log"; ls -R "$OUT"
