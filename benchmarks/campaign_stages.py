@@ -56,7 +56,10 @@ def main() -> None:
     args = ap.parse_args()
     rows = [row for run in args.runs for row in table(run)]
     cols = ("results",) + STAGES
-    print("task".ljust(34) + "".join(c[:10].rjust(11) for c in cols))
+    # the reference process's parts read as ref_draw, ref_outputs, ...: the first ten letters
+    # of their names would all read "reference_"
+    print("task".ljust(34) + "".join(c.replace("reference_", "ref_").replace("candidate_", "cand_")[:10].rjust(11)
+                                     for c in cols))
     for i, row in enumerate(rows):
         if i == 0 or row["run"] != rows[i - 1]["run"]:
             print(f"== {row['run']}")

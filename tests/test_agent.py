@@ -91,6 +91,21 @@ def ok(session: tuple[Path, dict[str, Any]], key: str) -> dict[str, Any]:
     return payload
 
 
+def timed(verdict: dict[str, Any]) -> bool:
+    """Whether the verdict claims a speedup. On a busy machine the paired interval can stay too
+    wide, and then none is claimed and a warning says why: the tests hold either way, so they pass
+    or fail with the code, not with the machine's load."""
+    if verdict["speedup"] is None:
+        assert verdict["status"] == "correct" and any(w.startswith("timing_unstable") for w in verdict["warnings"]), verdict
+        return False
+    return True
+
+
+def claimed(session: tuple[Path, dict[str, Any]]) -> set[int]:
+    """The attempt ids of the honest kernels (honest, child) that claim a speedup."""
+    return {ok(session, key)["attempt_id"] for key in ("honest", "child") if timed(ok(session, key))}
+
+
 def test_the_server_lists_every_tool_with_a_description_for_an_agent(session: tuple[Path, dict[str, Any]]) -> None:
     tools = session[1]["tools"]
     assert set(tools) == TOOLS
@@ -112,13 +127,17 @@ def test_get_task_gives_the_reference_shapes_tolerance_and_then_baselines(sessio
     assert "ModelNew" in task["candidate_rules"]["contract"] and "torch" in task["candidate_rules"]["allowed_imports"]
     after = ok(session, "task_after")
     assert after["baselines"]["eager_ms"] > 0
-    assert after["best"]["attempt_id"] in {ok(session, "honest")["attempt_id"], ok(session, "child")["attempt_id"]}
+    if claimed(session):
+        assert after["best"]["attempt_id"] in claimed(session)
+    else:  # neither claims a speedup (a busy machine): there is no best yet
+        assert after["best"] is None
 
 
 def test_an_honest_candidate_is_verified_timed_and_recorded(session: tuple[Path, dict[str, Any]]) -> None:
     verdict = ok(session, "honest")
     assert verdict["status"] == "correct" and verdict["correct"], verdict["reason"]
-    assert verdict["speedup"] > 1 and verdict["kernels"]["kind"] == "pytorch_rewrite"
+    assert verdict["kernels"]["kind"] == "pytorch_rewrite"
+    assert not timed(verdict) or verdict["speedup"] > 1
     assert isinstance(verdict["attempt_id"], int) and len(verdict["candidate_id"]) == 16
     assert "samples_ms" not in verdict["timing"]["candidate"]
 
@@ -158,8 +177,12 @@ def test_history_best_and_search_read_the_archive(session: tuple[Path, dict[str,
     assert {a["status"] for a in history["attempts"]} == {"correct", "rejected", "runtime_error"}
     assert all(a["source"] and a["reason"] for a in history["attempts"])
     best = ok(session, "best")
-    assert best["found"] and best["best"]["status"] == "correct" and "ModelNew" in best["best"]["source"]
-    assert best["best"]["speedup"] == history["best"]["speedup"]
+    if claimed(session):
+        assert best["found"] and best["best"]["status"] == "correct" and "ModelNew" in best["best"]["source"]
+        assert best["best"]["attempt_id"] in claimed(session)
+        assert best["best"]["speedup"] == history["best"]["speedup"]
+    else:  # no speedup claimed on a busy machine: no best, in both views
+        assert best["found"] is False and history["best"] is None
     none = ok(session, "best_none")
     assert none["found"] is False and none["best"] is None
     stones = ok(session, "search")["stepping_stones"]
@@ -348,7 +371,7 @@ def test_evaluations_on_an_executor_give_the_same_verdicts_and_records(tmp_path:
 
         assert isinstance(tools._evaluators["cpu"], PoolEvaluator)  # the workers evaluated, not a Judge here
     assert (honest["status"], honest["correct"], cheat["status"], other["correct"]) == ("correct", True, "rejected", True)
-    assert honest["speedup"] > 0 and honest["kernels"]["kind"] == "pytorch_rewrite"
+    assert (not timed(honest) or honest["speedup"] > 0) and honest["kernels"]["kind"] == "pytorch_rewrite"
     with Archive(tmp_path / "pool.db", read_only=True) as archive:
         rows = archive.attempts()
         assert [(a.model, a.status) for a in rows] == [("pooled", "correct"), ("pooled", "rejected"), ("pooled", "correct")]
