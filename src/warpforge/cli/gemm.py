@@ -30,7 +30,9 @@ def add_gemm_parser(sub: Any) -> None:
     t = gs.add_parser("tune", help="measure every choice per shape on this GPU and write the dispatcher table")
     shape_args(t)
     t.add_argument("--out", help="folder for tune.jsonl and table.json (default: ~/.cache/warpforge/gemm/<gpu>/)")
-    t.add_argument("--families", default="triton,mma", help="our kernel families to try: triton, mma (comma list, or none)")
+    t.add_argument("--families", default="triton,mma",
+                   help="our kernel families to try: triton, mma, cutlass (comma list, or none; cutlass: CUTLASS "
+                        "wgmma + TMA kernels, Hopper only, built with nvcc from the nvidia-cutlass headers)")
     t.add_argument("--no-cublaslt", action="store_true", help="skip the cuBLASLt algorithms (no nvmath-python)")
     t.add_argument("--lt-variants", type=int, default=2, metavar="N",
                    help="also time the heuristic's first N cuBLASLt algorithms reconfigured (split-K, CTA swizzling); 0: none")
@@ -129,7 +131,7 @@ def _cmd_shapes(args: argparse.Namespace) -> int:
 
 def _cmd_tune(args: argparse.Namespace) -> int:
     from warpforge.gemm import dispatch
-    from warpforge.gemm.tune import TuneSettings, build_table, device_name, read_folder, sweep
+    from warpforge.gemm.tune import FAMILIES, TuneSettings, build_table, device_name, read_folder, sweep
 
     _need_device(args.device)
     if args.gpus:
@@ -140,9 +142,9 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         index, count = _parse_shard(args.shard)
         shapes, shard = shapes[index::count], f".shard{index}of{count}"
     families = tuple(f for f in args.families.split(",") if f and f != "none")
-    unknown = set(families) - {"triton", "mma"}
+    unknown = set(families) - set(FAMILIES)
     if unknown:
-        raise UsageError(f"unknown kernel families {sorted(unknown)}: use triton, mma or none")
+        raise UsageError(f"unknown kernel families {sorted(unknown)}: use {', '.join(FAMILIES)} or none")
     gpu = device_name(args.device)
     out = Path(args.out) if args.out else dispatch.cache_dir(gpu)
     records = out / f"tune{shard}.jsonl"

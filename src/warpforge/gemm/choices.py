@@ -10,6 +10,7 @@ A *choice* is a string the tuner times, the dispatcher table stores and the benc
 | `cublaslt:<i>/splitk<k>`, `cublaslt:<i>/swz0`, `…/swz1` | that algorithm reconfigured within its capabilities: split-K into k parts (with a reduction scheme it supports), or CTA swizzling set; checked by `cublasLtMatmulAlgoCheck`, which also sizes its workspace |
 | `triton_<family>:<params>` | one of our Triton kernels (triton_gemm.py) |
 | `mma_<params>` | our CUDA C++ mma.sync kernel (cuda_mma.py), compiled with NVRTC |
+| `cutlass_<params>` | a CUTLASS 3.x wgmma + TMA kernel for Hopper (cutlass_sm90.py), a shared library built with nvcc |
 | `file:<path>` | a candidate file (`class ModelNew`, forward(a, b)) — e.g. the best kernel of `warpforge optimize` on a task from `warpforge gemm task` |
 
 Layouts: "nn" means b is a (K, N) matrix; "nt" means b is the (N, K) weight of x @ W.T (what
@@ -113,10 +114,21 @@ def make_choice(name: str, layout: str, a: torch.Tensor, b: torch.Tensor) -> Gem
 
         mcfg = cuda_mma.MmaConfig.from_name(name)
         return lambda x, y: cuda_mma.matmul(x, y, mcfg, layout)
+    if name.startswith("cutlass_"):
+        from warpforge.gemm import cutlass_sm90
+
+        ccfg = cutlass_sm90.CutlassConfig.from_name(name)
+        dtype = {torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(a.dtype)
+        if dtype is None:
+            raise UsageError(f"the CUTLASS kernels take float16 or bfloat16, not {a.dtype}")
+        # built (or loaded) now, not at the first call: a missing nvcc or header, or a GPU that is not
+        # Hopper, is a UsageError here, which the dispatcher turns into torch.matmul
+        cutlass_sm90.kernel(ccfg, dtype, layout, a.device)
+        return lambda x, y: cutlass_sm90.matmul(x, y, ccfg, layout)
     if name.startswith("file:"):
         return candidate_choice(name.split(":", 1)[1], a.device)
     raise UsageError(f"unknown GEMM choice {name!r}: expected torch, torch_padded, cublaslt:<i>, triton_<family>:..., "
-                     "mma_..., file:<candidate.py>")
+                     "mma_..., cutlass_..., file:<candidate.py>")
 
 
 _candidates: dict[tuple[str, str], GemmFn] = {}

@@ -80,7 +80,7 @@ class Table:
             dist = sum(math.log(r) ** 2 for r in ratios)
             if dist < best_d:
                 best, best_d = choice, dist
-        if best is not None and (best.startswith(("triton_", "mma_", "file:")) or best == "torch_padded"):
+        if best is not None and (best.startswith(("triton_", "mma_", "cutlass_", "file:")) or best == "torch_padded"):
             return best, "nearest"
         return "torch", "default"
 

@@ -8,7 +8,7 @@ For one shape (and layout):
    every algorithm cuBLASLt's heuristic returns (nvmath-python), and the heuristic's first
    `lt_variants` algorithms reconfigured within their capabilities (split-K, CTA swizzling);
 3. our kernels: the pruned configurations of each family (triton_gemm.candidate_configs,
-   cuda_mma.configs), each verified on both input sets before it is timed (relative L2 error
+   cuda_mma.configs, cutlass_sm90.candidate_configs on Hopper), each verified on both input sets before it is timed (relative L2 error
    below `choices.tolerance`, edge tiles included whenever the tile does not divide the shape);
 4. a short screen (`SCREEN` budget) of everything, then the leaders re-timed with the harness's
    full budget (`FINAL`); every time is `evaluate.bench.time_calls`: L2 flushed by a read before
@@ -45,6 +45,9 @@ from warpforge.gemm.shapes import GemmShape, gpu_slug
 
 SCREEN = dict(warmup_ms=5.0, rep_ms=15.0, min_reps=5, max_reps=60)
 FINAL = dict(warmup_ms=25.0, rep_ms=100.0, min_reps=10, max_reps=300)
+FAMILIES = ("triton", "mma", "cutlass")
+# the default families; cutlass (CUTLASS sm90 wgmma + TMA kernels) is asked for by name: measured on
+# 32 sampled shapes only so far, and each configuration is a minute of nvcc (docs/gemm.md)
 OURS = ("triton", "mma")
 
 
@@ -150,7 +153,23 @@ def our_choices(shape: GemmShape, layout: str, device: str, settings: TuneSettin
         m_cap, n_cap = max(32, 1 << (shape.M - 1).bit_length()), max(64, 1 << (shape.N - 1).bit_length())
         mma = [c for c in cuda_mma.configs() if cuda_mma.applicable(shape, layout, c) and c.bm <= m_cap and c.bn <= n_cap]
         names += [c.name for c in mma][: max(1, settings.max_configs // 3)]
+    if "cutlass" in settings.families and device == "cuda" and torch.cuda.get_device_capability() == (9, 0):
+        from warpforge.gemm import cutlass_sm90, triton_gemm
+
+        # not cut to a third like mma: this is the Hopper-native family, and at most 20 configs
+        sms = triton_gemm.num_sms(torch.device(device))
+        names += [c.name for c in cutlass_sm90.candidate_configs(shape, layout, sms)][: settings.max_configs]
     return names + [f"file:{Path(p).resolve()}" for p in settings.candidates]
+
+
+def prebuild(names: list[str], dtype: str, layout: str) -> None:
+    """Build the CUTLASS libraries among `names` in parallel, one nvcc per core (a minute each, once:
+    they are cached on disk). A failure is remembered by cutlass_sm90 and shows up in its screen entry."""
+    wanted = [n for n in names if n.startswith("cutlass_")]
+    if wanted:
+        from warpforge.gemm import cutlass_sm90
+
+        cutlass_sm90.build_all((cutlass_sm90.CutlassConfig.from_name(n), dtype, layout) for n in wanted)
 
 
 def record_head(shape: GemmShape, layout: str, device: str) -> dict[str, Any]:
@@ -198,7 +217,9 @@ def tune_shape(shape: GemmShape, layout: str, device: str, settings: TuneSetting
         screen(name, "baseline")
     if any("/" in n for n in lt_names):  # the reconfigurations as built (or refused: see their entries)
         record["cublaslt_variants"] = {n: lt.describe(n) for n in lt_names if "/" in n}
-    for name in our_choices(shape, layout, device, settings):
+    ours = our_choices(shape, layout, device, settings)
+    prebuild(ours, shape.dtype, layout)
+    for name in ours:
         screen(name, "ours")
     if "torch" not in screened:
         raise RuntimeError(f"torch.matmul itself failed on {shape}: {record['candidates'][0]}")
@@ -242,7 +263,7 @@ def tune_shape(shape: GemmShape, layout: str, device: str, settings: TuneSetting
 
 
 def _is_ours(name: str) -> bool:
-    return name.startswith(("triton_", "mma_", "file:"))
+    return name.startswith(("triton_", "mma_", "cutlass_", "file:"))
 
 
 def _beats(fast: dict[str, Any], slow: dict[str, Any]) -> bool:

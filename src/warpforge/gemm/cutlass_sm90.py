@@ -1,0 +1,508 @@
+"""CUTLASS 3.x GEMMs for Hopper (sm_90a): warp-specialised wgmma mainloops fed by TMA, one family.
+
+Configs (`CutlassConfig`, `configs()`, `candidate_configs`), the shapes each can run (`why_not`),
+the CUDA source of one instance (kernels/cutlass_sm90.cu with its placeholders filled), and its
+build: nvcc turns each (config, dtype, layout) into a plain shared library with extern "C" entry
+points (no torch extension: the library works with any torch), cached on disk and loaded with
+ctypes; `build_all` prebuilds many in parallel. `matmul` launches on torch's current stream.
+Timing and the choice of a config per shape belong to the tuner, not here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import importlib.resources
+import importlib.util
+import os
+import re
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+from typing import TYPE_CHECKING, Any
+
+from warpforge.errors import HarnessError, UsageError
+from warpforge.gemm.cuda_mma import _first_errors, _nvcc
+from warpforge.gemm.layout import LAYOUTS
+
+if TYPE_CHECKING:
+    import torch
+
+    from warpforge.gemm.shapes import GemmShape
+
+ELEMENTS = {"float16": "cutlass::half_t", "bfloat16": "cutlass::bfloat16_t"}
+
+# schedule -> (kernel schedule, epilogue schedule, tile scheduler), names in cutlass::gemm / ::epilogue
+SCHEDULES = {
+    # two consumer warp groups split each tile's rows: needs tile M of 128 or more
+    "coop": ("KernelTmaWarpSpecializedCooperative", "TmaWarpSpecializedCooperative", "PersistentScheduler"),
+    # two consumer warp groups take alternate tiles, one's epilogue hiding under the other's MMAs
+    "pingpong": ("KernelTmaWarpSpecializedPingpong", "TmaWarpSpecialized", "PersistentScheduler"),
+    # cooperative, with the tiles x K-iterations shared evenly over the persistent grid (partial
+    # tiles reduced through the workspace): for few tiles or a ragged last wave
+    "streamk": ("KernelTmaWarpSpecializedCooperative", "TmaWarpSpecializedCooperative", "StreamKScheduler"),
+}
+
+# nvcc for CUTLASS 3.x: C++17, relaxed constexpr (CuTe calls constexpr host functions on the device),
+# sm_90a (wgmma and setmaxnreg exist only in the arch-specific target), NDEBUG (no device asserts).
+# cudart is linked statically (nvcc's default), so the library needs only the driver on the GPU machine.
+NVCC_FLAGS = ("-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-gencode=arch=compute_90a,code=sm_90a",
+              "--expt-relaxed-constexpr", "-DNDEBUG")
+
+# One instance takes 30-115 s of nvcc on one core of a 2-core machine (docs/gemm.md); ten minutes means stuck.
+COMPILE_TIMEOUT_S = 600
+
+# Accumulator registers one consumer thread holds: (rows it owns) x tile N / 128 threads. The
+# consumer warp groups raise their budget to 232 registers (setmaxnreg; MmaRegisterRequirement in
+# CUTLASS's sm90_gemm_tma_warpspecialized_*.hpp), so 256 cannot fit; CUTLASS's largest profiler tiles
+# (128x256 cooperative) hold 128. ptxas -v (nvcc 13.0, CUTLASS 4.2, 2026-11-26): the 128-accumulator
+# configs compiled (128x256 and 256x128 cooperative, 64x256 and 128x128 ping-pong) spill nothing;
+# 256x128 ping-pong (256 accumulators) spills 2,856 bytes.
+MAX_ACCUMULATORS = 128
+
+
+@dataclass(frozen=True, order=True)
+class CutlassConfig:
+    tile_m: int
+    tile_n: int
+    tile_k: int
+    cluster_m: int
+    cluster_n: int
+    schedule: str
+
+    @property
+    def name(self) -> str:
+        return (f"cutlass_{self.tile_m}x{self.tile_n}x{self.tile_k}_c{self.cluster_m}x{self.cluster_n}"
+                f"_{self.schedule}")
+
+    @property
+    def accumulators(self) -> int:
+        """fp32 accumulator registers per consumer thread (see MAX_ACCUMULATORS)."""
+        rows = self.tile_m // 2 if self.schedule in ("coop", "streamk") else self.tile_m
+        return rows * self.tile_n // 128
+
+    @property
+    def problem(self) -> str | None:
+        """Why CUTLASS cannot build this config (its builders' static_asserts), or None."""
+        if self.schedule not in SCHEDULES:
+            return f"schedule must be one of {', '.join(SCHEDULES)}, not {self.schedule!r}"
+        if self.tile_m % 64 or not 64 <= self.tile_m <= 256:
+            return f"tile M must be 64, 128, 192 or 256 (wgmma is 64 rows), not {self.tile_m}"
+        if self.schedule != "pingpong" and self.tile_m % 128:
+            return f"the cooperative schedules split a tile between two warp groups: tile M {self.tile_m} < 128"
+        if self.tile_n % 16 or not 16 <= self.tile_n <= 256:
+            return f"tile N must be a multiple of 16 up to 256, not {self.tile_n}"
+        if self.tile_k not in (32, 64, 128):
+            return f"tile K must be 32, 64 or 128 (16-bit wgmma is k16, TMA rows 64-256 bytes), not {self.tile_k}"
+        if self.cluster_m not in (1, 2) or self.cluster_n not in (1, 2):
+            return f"cluster dims must be 1 or 2, not {self.cluster_m}x{self.cluster_n}"
+        if self.accumulators > MAX_ACCUMULATORS:
+            return f"{self.accumulators} accumulator registers per thread exceed {MAX_ACCUMULATORS} (they would spill)"
+        return None
+
+    @classmethod
+    def from_name(cls, name: str) -> CutlassConfig:
+        """The inverse of `name`: "cutlass_128x256x64_c2x1_coop" -> CutlassConfig(128, 256, 64, 2, 1, "coop")."""
+        match = _NAME.fullmatch(name)
+        if not match:
+            raise UsageError(f"{name!r} is not a CUTLASS config name like cutlass_128x256x64_c2x1_coop")
+        tm, tn, tk, cm, cn, schedule = match.groups()
+        cfg = cls(int(tm), int(tn), int(tk), int(cm), int(cn), schedule)
+        if cfg.problem:
+            raise UsageError(f"CUTLASS config {name} is invalid: {cfg.problem}")
+        return cfg
+
+
+_NAME = re.compile(r"cutlass_(\d+)x(\d+)x(\d+)_c(\d+)x(\d+)_([a-z]+)")
+
+CLUSTERS = ((1, 1), (2, 1), (1, 2))
+
+
+def configs() -> list[CutlassConfig]:
+    """The search space (20 configs), shaped like what CUTLASS's profiler emits for 16-bit sm90 GEMMs.
+
+    The profiler's default level (131) takes the 64x128x16 and 64x256x16 wgmma shapes, multiplies
+    them by (2,1,4), (1,1,4), (4,1,4), (2,2,4) into CTA tiles with K = 64 (64 halves = one 128-byte
+    swizzle row), tries clusters 1x2 and 2x1, and stamps out the cooperative schedule where tile
+    M >= 128 and ping-pong everywhere, plus stream-K on the cooperative ones (cutlass_library's
+    sm90_utils.py and sm90_shapes.py). Kept from that, for one fp32-accumulating 16-bit type:
+    - cooperative: 128x128, 128x256, 256x128 (the large tiles: fewest bytes loaded per FLOP);
+    - ping-pong: 64x128 and 64x256 (its natural tile: each warp group owns a whole tile), and
+      128x128 (a consumer holds 128 accumulators, like cooperative 128x256);
+    - each with clusters 1x1, 2x1, 1x2 (a 2-CTA cluster multicasts the shared operand tile by TMA,
+      halving its L2 traffic; 1x1 is added back because small grids lose a wave to clustering);
+    - stream-K with 128x128 and 128x256, 1x1 only: it is for shapes with too few tiles.
+    Left out: 256x256 and 128x512 (over MAX_ACCUMULATORS), 4- and 8-CTA clusters (a wave must
+    fill whole clusters of SMs: worse quantisation on 132 SMs), tile K 32/128 (the auto stage count
+    already balances stages against K; 64 is what the profiler uses for 16-bit types).
+    """
+    found = [CutlassConfig(m, n, 64, cm, cn, "coop") for m, n in ((128, 128), (128, 256), (256, 128))
+             for cm, cn in CLUSTERS]
+    found += [CutlassConfig(m, n, 64, cm, cn, "pingpong") for m, n in ((64, 128), (64, 256), (128, 128))
+              for cm, cn in CLUSTERS]
+    found += [CutlassConfig(128, n, 64, 1, 1, "streamk") for n in (128, 256)]
+    return found
+
+
+def why_not(shape: GemmShape, layout: str, cfg: CutlassConfig) -> str | None:
+    """One line saying why `cfg` cannot compute `shape` in `layout`, or None if it can."""
+    return _why_not(shape.M, shape.N, shape.K, shape.dtype, layout, cfg)
+
+
+def applicable(shape: GemmShape, layout: str, cfg: CutlassConfig) -> bool:
+    return why_not(shape, layout, cfg) is None
+
+
+def _why_not(m: int, n: int, k: int, dtype: str, layout: str, cfg: CutlassConfig) -> str | None:
+    if layout not in LAYOUTS:
+        return f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}"
+    if dtype not in ELEMENTS:
+        return f"dtype must be one of {', '.join(ELEMENTS)}, not {dtype!r}"
+    if cfg.problem:
+        return cfg.problem
+    # TMA global strides must be multiples of 16 bytes (CUDA driver API, cuTensorMapEncodeTiled):
+    # the rows of A (K), of B (N for nn, K for nt) and of D, which the TMA epilogue stores (N)
+    if k % 8:
+        return f"K={k} is not a multiple of 8 (TMA needs 16-byte rows of A)"
+    if n % 8:
+        what = "of B and of the output" if layout == "nn" else "of the output (TMA-stored)"
+        return f"N={n} is not a multiple of 8 (TMA needs 16-byte rows {what})"
+    if max(m, n, k) >= 2**31:
+        return "M, N and K must fit in 32-bit ints (the problem shape is cute::Shape<int, int, int, int>)"
+    return None
+
+
+def candidate_configs(shape: GemmShape, layout: str, num_sms: int = 132) -> list[CutlassConfig]:
+    """The configs worth timing for one shape: applicable, tiles no larger than the problem (each
+    dim rounded up to a power of two), stream-K only when the tiles cannot fill the GPU."""
+    m_cap = max(64, 1 << (shape.M - 1).bit_length())
+    n_cap = max(128, 1 << (shape.N - 1).bit_length())
+    picked = []
+    for cfg in configs():
+        if not applicable(shape, layout, cfg) or cfg.tile_m > m_cap or cfg.tile_n > n_cap:
+            continue
+        tiles = -(-shape.M // cfg.tile_m) * -(-shape.N // cfg.tile_n)
+        if cfg.schedule == "streamk" and tiles >= num_sms:
+            continue
+        picked.append(cfg)
+    return picked
+
+
+# ---------------------------------------------------------------- source and build
+
+
+@functools.cache
+def _template() -> Template:
+    return Template(importlib.resources.files("warpforge.gemm").joinpath("kernels/cutlass_sm90.cu").read_text())
+
+
+def source(cfg: CutlassConfig, dtype: str, layout: str) -> str:
+    """The .cu text of one instance: the template with its placeholders filled."""
+    if cfg.problem:
+        raise UsageError(f"CUTLASS config {cfg.name} is invalid: {cfg.problem}")
+    if dtype not in ELEMENTS:
+        raise UsageError(f"dtype must be one of {', '.join(ELEMENTS)}, not {dtype!r}")
+    if layout not in LAYOUTS:
+        raise UsageError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+    kernel, epilogue, scheduler = SCHEDULES[cfg.schedule]
+    return _template().substitute(
+        NAME=cfg.name, DTYPE=dtype, LAYOUT=layout, ELEMENT=ELEMENTS[dtype], B_KMAJOR=int(layout == "nt"),
+        TILE_M=cfg.tile_m, TILE_N=cfg.tile_n, TILE_K=cfg.tile_k, CLUSTER_M=cfg.cluster_m, CLUSTER_N=cfg.cluster_n,
+        KERNEL_SCHEDULE=kernel, EPILOGUE_SCHEDULE=epilogue, TILE_SCHEDULER=scheduler)
+
+
+def include_dir() -> Path:
+    """The folder holding cutlass/ and cute/: $WARPFORGE_CUTLASS_INCLUDE, else the one inside the
+    installed nvidia-cutlass wheel (package cutlass_library, found without importing it)."""
+    env = os.environ.get("WARPFORGE_CUTLASS_INCLUDE")
+    if env:
+        folder = Path(env)
+        if not (folder / "cutlass" / "cutlass.h").is_file() or not (folder / "cute" / "tensor.hpp").is_file():
+            raise UsageError(f"WARPFORGE_CUTLASS_INCLUDE={env} holds no cutlass/cutlass.h and cute/tensor.hpp: "
+                             "point it at CUTLASS's include folder or unset it")
+        return folder
+    spec = importlib.util.find_spec("cutlass_library")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        folder = Path(location) / "source" / "include"
+        if (folder / "cutlass" / "cutlass.h").is_file():
+            return folder
+    raise UsageError("CUTLASS headers not found: pip install 'warpforge[gemm]' (the nvidia-cutlass wheel) "
+                     "or set WARPFORGE_CUTLASS_INCLUDE to a folder holding cutlass/ and cute/")
+
+
+def header_version() -> str:
+    """CUTLASS's version as its headers state it ("4.2.0")."""
+    text = (include_dir() / "cutlass" / "version.h").read_text()
+    parts = [re.search(rf"#define CUTLASS_{p}\s+(\d+)", text) for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(m.group(1) if m else "0" for m in parts)
+
+
+def cache_dir() -> Path:
+    """Where built libraries go: $WARPFORGE_CACHE (or ~/.cache/warpforge) /gemm/cutlass."""
+    root = os.environ.get("WARPFORGE_CACHE") or str(Path.home() / ".cache" / "warpforge")
+    return Path(root) / "gemm" / "cutlass"
+
+
+def _stem(cfg: CutlassConfig, dtype: str, layout: str) -> str:
+    """<name>_<dtype>_<layout>-<hash of the source and flags>: a changed template or flag is a new file."""
+    digest = hashlib.sha256("\0".join([source(cfg, dtype, layout), *NVCC_FLAGS]).encode()).hexdigest()[:16]
+    return f"{cfg.name}_{dtype}_{layout}-{digest}"
+
+
+def library_name(cfg: CutlassConfig, dtype: str, layout: str) -> str:
+    """The file name of a built instance; it ends with the CUTLASS version of the headers, so new headers rebuild."""
+    return f"{_stem(cfg, dtype, layout)}-cutlass{header_version()}.so"
+
+
+def find_built(cfg: CutlassConfig, dtype: str, layout: str) -> Path | None:
+    """A built library for this instance: in $WARPFORGE_CUTLASS_LIB_DIR (libraries carried from
+    another machine), then in the cache. Where no headers are installed (a GPU machine that only
+    runs carried libraries) any CUTLASS version of the same source and flags will do."""
+    folders = [Path(d) for d in (os.environ.get("WARPFORGE_CUTLASS_LIB_DIR"), str(cache_dir())) if d]
+    try:
+        exact: str | None = library_name(cfg, dtype, layout)
+    except UsageError:
+        exact = None
+    for folder in folders:
+        if exact:
+            if (folder / exact).is_file():
+                return folder / exact
+        else:
+            found = sorted(folder.glob(f"{_stem(cfg, dtype, layout)}-cutlass*.so"), key=lambda p: p.stat().st_mtime)
+            if found:
+                return found[-1]
+    return None
+
+
+def _run_nvcc(cfg: CutlassConfig, dtype: str, layout: str, out: Path, flags: tuple[str, ...] = NVCC_FLAGS) -> None:
+    """nvcc on one instance's source into `out`; UsageError with nvcc's first errors if it fails."""
+    nvcc, include = _nvcc(), include_dir()
+    what = f"{cfg.name} ({dtype}, {layout}, sm_90a)"
+    with tempfile.TemporaryDirectory(prefix="warpforge-cutlass-") as tmp:
+        cu = Path(tmp) / f"{cfg.name}.cu"
+        cu.write_text(source(cfg, dtype, layout))
+        cmd = [nvcc, *flags, f"-I{include}", "-o", str(out), str(cu)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            raise UsageError(f"nvcc took more than {COMPILE_TIMEOUT_S} s on CUTLASS {what}") from None
+    if proc.returncode != 0:
+        log = (proc.stderr + proc.stdout).replace(str(cu), f"{cfg.name}.cu")  # not the deleted temp path
+        raise UsageError(f"CUTLASS {what} does not compile:\n{_first_errors(log)}")
+
+
+def compile_check(cfg: CutlassConfig, dtype: str, layout: str) -> None:
+    """Compile one instance to an object file on the CPU; raises UsageError with nvcc's first errors."""
+    with tempfile.TemporaryDirectory(prefix="warpforge-cutlass-obj-") as tmp:
+        flags = ("-c", *(f for f in NVCC_FLAGS if f != "-shared"))
+        _run_nvcc(cfg, dtype, layout, Path(tmp) / "instance.o", flags)
+
+
+@dataclass(frozen=True)
+class Built:
+    """What `build_all` did for one instance: the library's path, or why it could not be built."""
+
+    cfg: CutlassConfig
+    dtype: str
+    layout: str
+    path: Path | None
+    error: str | None
+    seconds: float
+
+
+_failed: dict[tuple[CutlassConfig, str, str], str] = {}  # builds that failed in this process: not retried
+
+
+def build(cfg: CutlassConfig, dtype: str, layout: str, out_dir: Path | None = None) -> Path:
+    """The library of one instance, built into `out_dir` (default: the cache) unless already there
+    or in $WARPFORGE_CUTLASS_LIB_DIR. Written to a temporary name and renamed, so concurrent
+    builders never see half a file. A failure is remembered: asking again raises at once."""
+    key = (cfg, dtype, layout)
+    if key in _failed:
+        raise UsageError(_failed[key])
+    found = find_built(cfg, dtype, layout) if out_dir is None else None
+    target = (out_dir or cache_dir()) / library_name(cfg, dtype, layout)
+    if found or target.is_file():
+        return found or target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        _run_nvcc(cfg, dtype, layout, partial)
+        os.replace(partial, target)
+    except UsageError as exc:
+        _failed[key] = str(exc)
+        raise
+    finally:
+        partial.unlink(missing_ok=True)
+    return target
+
+
+def build_all(instances: Iterable[tuple[CutlassConfig, str, str]], jobs: int | None = None,
+              out_dir: Path | None = None) -> list[Built]:
+    """Build many (config, dtype, layout) instances, `jobs` nvcc processes at a time (default: one
+    per CPU core); failures are returned, not raised. With `out_dir` the libraries go there, e.g.
+    a folder to carry to an offline GPU machine and name in $WARPFORGE_CUTLASS_LIB_DIR."""
+
+    def one(instance: tuple[CutlassConfig, str, str]) -> Built:
+        started = time.perf_counter()
+        try:
+            path: Path | None = build(*instance, out_dir=out_dir)
+            error = None
+        except UsageError as exc:
+            path, error = None, str(exc)
+        return Built(*instance, path, error, round(time.perf_counter() - started, 1))
+
+    todo = list(dict.fromkeys(instances))
+    with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
+        return list(pool.map(one, todo))
+
+
+# ---------------------------------------------------------------- GPU: ctypes
+
+
+class Library:
+    """One loaded instance: its extern "C" functions with their C signatures."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        lib = ctypes.CDLL(str(path))
+        ints6 = [ctypes.c_int] * 6
+        self.version = lib.wf_cutlass_version
+        self.version.restype, self.version.argtypes = ctypes.c_int, []
+        self.name = lib.wf_cutlass_name
+        self.name.restype, self.name.argtypes = ctypes.c_char_p, []
+        self.status_string = lib.wf_cutlass_status_string
+        self.status_string.restype, self.status_string.argtypes = ctypes.c_char_p, [ctypes.c_int]
+        self.can_implement = lib.wf_cutlass_can_implement
+        self.can_implement.restype, self.can_implement.argtypes = ctypes.c_int, ints6
+        self.workspace_size = lib.wf_cutlass_workspace_size
+        self.workspace_size.restype, self.workspace_size.argtypes = ctypes.c_size_t, ints6
+        self.gemm = lib.wf_cutlass_gemm
+        self.gemm.restype = ctypes.c_int
+        self.gemm.argtypes = [ctypes.c_void_p] * 3 + ints6 + [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+
+    def status(self, code: int) -> str:
+        return (self.status_string(code) or b"?").decode()
+
+
+_libraries: dict[tuple[CutlassConfig, str, str], Library] = {}
+_lock = threading.Lock()
+_hopper: dict[int, bool] = {}
+_workspaces: dict[tuple[int, int], Any] = {}
+_TORCH_DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16"}
+
+
+def kernel(cfg: CutlassConfig, dtype: str, layout: str, device: torch.device | None = None) -> Library:
+    """The loaded library of one instance, built first if needed (a minute of nvcc: prebuild with
+    `build_all`); with `device`, also refuses a GPU that is not Hopper."""
+    if device is not None:
+        _require_hopper(device)
+    key = (cfg, dtype, layout)
+    lib = _libraries.get(key)
+    if lib is None:
+        path = build(cfg, dtype, layout)  # outside the lock: a build takes a minute
+        with _lock:
+            if key not in _libraries:
+                _libraries[key] = Library(path)
+            lib = _libraries[key]
+        if device is not None:
+            import torch
+
+            # the library has its own (static) CUDA runtime: start it now, not in a first launch that
+            # may be under CUDA graph capture
+            with torch.cuda.device(device):
+                lib.workspace_size(64, 64, 64, 64, 64, 64)
+    return lib
+
+
+def _require_hopper(device: torch.device) -> None:
+    import torch
+
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _hopper:
+        _hopper[index] = torch.cuda.get_device_capability(index) == (9, 0)
+    if not _hopper[index]:
+        raise UsageError(f"the CUTLASS sm90 kernels run only on Hopper (compute capability 9.0), not on "
+                         f"{torch.cuda.get_device_name(index)}")
+
+
+def _workspace(device: torch.device, nbytes: int) -> Any:
+    """A device buffer of at least `nbytes`, cached per (device, stream) like triton_gemm's: two
+    streams never share one. Under CUDA graph capture a fresh one belongs to the graph."""
+    import torch
+
+    if torch.cuda.is_current_stream_capturing():
+        return torch.empty(nbytes, dtype=torch.uint8, device=device)
+    key = (device.index or 0, torch.cuda.current_stream(device).cuda_stream)
+    ws = _workspaces.get(key)
+    if ws is None or ws.numel() < nbytes:
+        ws = _workspaces[key] = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    return ws
+
+
+def _check_operands(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, layout: str) -> tuple[int, int, int, str]:
+    """(M, N, K, dtype name) of a valid call; UsageError naming the first problem otherwise."""
+    if layout not in LAYOUTS:
+        raise UsageError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+    for name, t in (("a", a), ("b", b), ("out", out)):
+        if not t.is_cuda or t.dim() != 2 or not t.is_contiguous():
+            raise UsageError(f"{name} must be a contiguous 2-D CUDA tensor, got {tuple(t.shape)} on {t.device}")
+        if t.dtype != a.dtype or t.device != a.device:
+            raise UsageError(f"a, b and out must share one dtype and device, got {a.dtype}/{a.device}, "
+                             f"{b.dtype}/{b.device} and {out.dtype}/{out.device}")
+        if t.data_ptr() % 16:
+            raise UsageError(f"{name} must start 16-byte aligned for TMA (a view at an odd offset is not)")
+    dtype = _TORCH_DTYPES.get(str(a.dtype))
+    if dtype is None:
+        raise UsageError(f"the CUTLASS kernels take float16 or bfloat16 tensors, got {a.dtype}")
+    m, k = a.shape
+    n, kb = (b.shape[1], b.shape[0]) if layout == "nn" else (b.shape[0], b.shape[1])
+    if kb != k or tuple(out.shape) != (m, n):
+        raise UsageError(f"shapes a {tuple(a.shape)}, b {tuple(b.shape)}, out {tuple(out.shape)} do not fit layout {layout}")
+    return m, n, k, dtype
+
+
+def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: CutlassConfig, layout: str) -> None:
+    """out = a @ b ("nn", b is (K, N)) or a @ b.T ("nt", b is the (N, K) weight), on torch's current
+    stream. After the first call per (device, stream) it allocates nothing (the stream-K workspace is cached)."""
+    import torch
+
+    m, n, k, dtype = _check_operands(a, b, out, layout)
+    reason = _why_not(m, n, k, dtype, layout, cfg)
+    if reason:
+        raise UsageError(f"CUTLASS {cfg.name} cannot compute M={m} N={n} K={k} {layout}: {reason}")
+    if m == 0 or n == 0:
+        return
+    if k == 0:
+        out.zero_()
+        return
+    lib = kernel(cfg, dtype, layout, a.device)
+    ld = (k, b.stride(0), n)  # lda, ldb (N for nn, K for nt), ldd
+    with torch.cuda.device(a.device):  # the library's cudart uses the thread's current device
+        nbytes = lib.workspace_size(m, n, k, *ld)
+        ws = _workspace(a.device, nbytes).data_ptr() if nbytes else None
+        stream = torch.cuda.current_stream(a.device).cuda_stream
+        status = lib.gemm(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, *ld, stream, ws, nbytes)
+    if status:
+        raise HarnessError(f"CUTLASS {cfg.name} ({dtype}, {layout}) failed on M={m} N={n} K={k}: {lib.status(status)}")
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, cfg: CutlassConfig, layout: str = "nn") -> torch.Tensor:
+    """A new (M, N) tensor = a @ b ("nn") or a @ b.T ("nt"), in a's dtype."""
+    import torch
+
+    if layout not in LAYOUTS:
+        raise UsageError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+    if a.dim() != 2 or b.dim() != 2:
+        raise UsageError(f"a and b must be 2-D, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    n = b.shape[1] if layout == "nn" else b.shape[0]
+    out = torch.empty((a.shape[0], n), dtype=a.dtype, device=a.device)
+    launch(a, b, out, cfg, layout)
+    return out
