@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Issue 23's whole grid, across device calls: `gemm tune` of every shape of SET (cudal2: 1,000,
+# llm: 306) on all GPUs of the machine with every family (triton, mma, cutlass) and cuBLASLt,
+# resuming from the records of earlier calls, stopped at SECONDS; the records are packed into
+# OUT/records.tgz every 30 s and at the end (a device call brings back at most 8 files, and one
+# cut by its limit must still bring back what was tuned).
+#   here, once: CUTLASS libraries for the grid (python: cutlass_sm90.build_all(..., out_dir=Path(".cutlass_libs")),
+#               see docs/gemm.md), the nvidia-cutlass and nvmath-python wheels in .whl/
+#   each call:  bash benchmarks/gemm_grid.sh OUT cudal2 480    (carry .whl .cutlass_libs .gemm_grid .sandbox)
+#   back here:  mkdir -p .gemm_grid/cudal2 && tar xzf OUT/records.tgz -C .gemm_grid/cudal2
+# The table: python -m warpforge.cli gemm tune ... reads them all; docs/gemm.md says how they are summarised.
+set -uo pipefail
+OUT=${1:?usage: gemm_grid.sh OUT_DIR SET [SECONDS]}
+SET=${2:?SET: cudal2 or llm}
+T=${3:-480}
+HERE=$(cd "$(dirname "$0")" && pwd)
+case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
+source "$HERE/_gpu_env.sh"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=$PYTHONPATH:/tmp/site
+fi
+[ -d /tmp/site/cutlass_library ] && export WARPFORGE_CUTLASS_INCLUDE=/tmp/site/cutlass_library/source/include
+[ -d .cutlass_libs ] && export WARPFORGE_CUTLASS_LIB_DIR=$PWD/.cutlass_libs
+W=$(mktemp -d /tmp/grid.XXXXXX)
+mkdir -p "$OUT" .gemm_grid/"$SET"
+cp .gemm_grid/"$SET"/*.jsonl "$W"/ 2>/dev/null
+echo "$(cat "$W"/*.jsonl 2>/dev/null | wc -l) records carried"
+pack() { tar czf "$OUT/.records.tgz.tmp" -C "$W" . && mv "$OUT/.records.tgz.tmp" "$OUT/records.tgz"; }
+gpu_facts | tee "$OUT/gpu.txt"
+( while sleep 30; do pack; done ) &
+PACKER=$!
+timeout "$T" python3 -m warpforge.cli gemm tune --shapes "$SET" --gpus all --families triton,mma,cutlass \
+  --out "$W" 2>&1 | tail -8 | tee "$OUT/tune.log"
+kill "$PACKER" 2>/dev/null
+pack
+echo "$(cat "$W"/*.jsonl | wc -l) records in $OUT/records.tgz"
