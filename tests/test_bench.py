@@ -57,3 +57,17 @@ def test_the_content_cache_probe_compares_first_seen_calls_with_the_repeats_besi
     assert first_seen_and_repeats(cache, seen)["repeat_median_ms"] == 0.1
     assert first_seen_and_repeats(times, [False] * len(times)) == {}  # no first-seen call
     assert first_seen_and_repeats([1.0, 1.0], [True, False]) == {}  # fewer than 3 repeats beside it
+
+
+def test_every_probe_schedule_leaves_repeats_beside_its_first_seen_calls() -> None:
+    # the probe needs at least 3 repeats next to the first-seen calls; a schedule that put the
+    # unseen sets first or last (about 1 in 100 shuffles) left 2, and the probe then said nothing
+    import random
+
+    for seed in range(2000):
+        probe = bench.ProbeSchedule(N_SETS, UNSEEN, random.Random(seed))
+        order = [probe.next(i) for i in range(probe.scheduled)]
+        assert probe.scheduled == probe.min_calls
+        assert set(range(N_SETS - UNSEEN, N_SETS)) <= set(order)
+        assert not probe.first_seen[0] and not probe.first_seen[-1], (seed, order)
+        assert probe.result([1.0] * probe.scheduled), (seed, order)

@@ -205,8 +205,12 @@ class ProbeSchedule:
         unseen = list(range(n_sets - unseen_sets, n_sets))
         self._unseen = set(unseen)
         seen_sets = max(n_sets - unseen_sets, 1)
-        self._order = unseen + [rng.randrange(seen_sets) for _ in range(2 * unseen_sets + 3)]
-        rng.shuffle(self._order)
+        # a seen set first and last, the rest shuffled: every first-seen call then has repeats
+        # beside it, at least 3 in all (shuffled alone, the unseen sets could land as the first or
+        # the last three calls with only 2 repeats beside them, and the probe gave nothing)
+        inner = unseen + [rng.randrange(seen_sets) for _ in range(2 * unseen_sets + 1)]
+        rng.shuffle(inner)
+        self._order = [rng.randrange(seen_sets)] + inner + [rng.randrange(seen_sets)]
         self._used: set[int] = set()
         self.first_seen: list[bool] = []
 
