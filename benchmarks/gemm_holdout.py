@@ -36,7 +36,7 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT = [RESULTS / "gemm_h100-80gb-hbm3_cudal2_tune_2026-11-25.jsonl",
            RESULTS / "gemm_h100-80gb-hbm3_llm_tune_2026-11-25.jsonl"]
-PORTABLE = ("triton_", "mma_")
+PORTABLE = ("triton_", "mma_", "cutlass_")
 
 
 def load(path: Path) -> list[dict]:

@@ -15,7 +15,10 @@ from warpforge.metrics import geometric_mean
 
 
 def family(name: str) -> str:
-    return "mma" if name.startswith("mma_") else name.split(":", 1)[0]
+    for prefix in ("mma", "cutlass"):  # configuration names without a ':' (mma_..., cutlass_...)
+        if name.startswith(prefix + "_"):
+            return prefix
+    return name.split(":", 1)[0]
 
 
 def summarize(path: str) -> None:
