@@ -11,6 +11,10 @@ custom-kernel share, tokens and cost.
     python benchmarks/kernelbench_final.py table --archive .campaign/kb22/kb.db --final .campaign/kb22/final \\
         --results OUT/final.jsonl --out benchmarks/results/kernelbench_campaign_DATE
 
+A manifest too long for one device call runs in parts split by task (`grep level1/ manifest.txt`),
+so each task's two kernels still run in the same call on the same GPU kind; `table --results`
+takes every part's file.
+
 Both kernels of a task run against the same task file, the KernelBench checkout's (CUDA-L1
 evaluated its kernels against its own copy of the tasks; where the sizes changed since, a
 kernel that cannot take the new sizes fails here, and the table says so). The headline numbers
@@ -104,7 +108,9 @@ def table(args: argparse.Namespace) -> dict[str, Any]:
     final = Path(args.final)
     meta = {m["task"]: m for m in json.loads((final / "final_meta.json").read_text())}
     results: dict[tuple[str, str], dict[str, Any]] = {}
-    for line in Path(args.results).read_text().splitlines():
+    # several files when the manifest ran in parts (device calls); a later file's result of a pair wins
+    paths = [args.results] if isinstance(args.results, str) else list(args.results)
+    for line in (line for p in paths for line in Path(p).read_text().splitlines()):
         if not line.strip().startswith("{"):
             continue
         r = json.loads(line)
@@ -206,7 +212,9 @@ def main() -> None:
     t = sub.add_parser("table", help="the table from the final run's eval-batch --json results")
     t.add_argument("--archive", required=True)
     t.add_argument("--final", required=True, help="the folder `prepare` wrote")
-    t.add_argument("--results", required=True, help="eval-batch --json output of the manifest")
+    t.add_argument("--results", required=True, nargs="+",
+                   help="eval-batch --json output of the manifest (several files if it ran in parts: "
+                        "`grep` a part of manifest.txt per device call; a later file's result of a pair wins)")
     t.add_argument("--out", required=True)
     args = ap.parse_args()
     prepare(args) if args.cmd == "prepare" else table(args)

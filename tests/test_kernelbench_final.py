@@ -65,4 +65,11 @@ def test_the_final_table_from_a_campaign_and_one_run(tmp_path: Path) -> None:
                                   "custom_share >= 0.75": True}
     table = (tmp_path / "table" / "final_table.md").read_text()
     assert "| level1/1_A | 2 (1) | 1.80x | 1.50x | 1.20x | custom |" in table
+    # the manifest run in two parts (device calls), the second also re-running ours at 1.6x: the same
+    # table from both files, the later file's result of a pair winning
+    (tmp_path / "part1.jsonl").write_text(json.dumps(runs[0]) + "\n")
+    (tmp_path / "part2.jsonl").write_text(json.dumps(runs[1]) + "\n" + json.dumps({**runs[0], "speedup": 1.6}) + "\n")
+    parts = final.table(argparse.Namespace(archive=str(db), final=str(out), out=str(tmp_path / "parts"),
+                                           results=[str(tmp_path / "part1.jsonl"), str(tmp_path / "part2.jsonl")]))
+    assert math.isclose(parts["geomean_ours"], math.sqrt(1.6)) and math.isclose(parts["geomean_cudal1"], math.sqrt(1.2))
     assert "| level1/2_B | 1 (0) | no kernel | - | no kernel |" in table
