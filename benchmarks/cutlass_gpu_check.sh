@@ -21,7 +21,7 @@ step "build"
 python3 - <<'PY' 2>&1 | tee "$W/build.json"
 import json, os, time
 from pathlib import Path
-from warpforge.gemm import cutlass_sm90 as c
+from warpforge.gemm import cutlass_build as b, cutlass_sm90 as c
 gpu_tests = ["cutlass_128x128x64_c1x1_coop", "cutlass_128x256x64_c2x1_coop", "cutlass_256x128x64_c1x2_coop",
              "cutlass_64x128x64_c1x1_pingpong", "cutlass_64x256x64_c2x1_pingpong", "cutlass_128x128x64_c1x2_pingpong",
              "cutlass_128x128x64_c1x1_streamk", "cutlass_128x256x64_c1x1_streamk"]
@@ -30,7 +30,7 @@ todo = [(cfg, "float16", lay) for cfg in c.configs() for lay in layouts]
 if os.environ.get("TESTS", "1") == "1":
     todo += [(c.CutlassConfig.from_name(n), "bfloat16", lay) for n in gpu_tests for lay in ("nn", "nt")]
 t = time.time()
-built = c.build_all(todo, out_dir=Path("/tmp/cutlass_libs"))
+built = b.build_all(todo, out_dir=Path("/tmp/cutlass_libs"))
 print(json.dumps({"instances": len(todo), "seconds": round(time.time() - t, 1), "built": sum(b.path is not None for b in built),
                   "build_s": sorted(b.seconds for b in built),
                   "failed": [[b.cfg.name, b.dtype, b.layout, (b.error or "")[:400]] for b in built if b.path is None]}))

@@ -4,7 +4,7 @@
 # resuming from the records of earlier calls, stopped at SECONDS; the records are packed into
 # OUT/records.tgz every 30 s and at the end (a device call brings back at most 8 files, and one
 # cut by its limit must still bring back what was tuned).
-#   here, once: CUTLASS libraries for the grid (python: cutlass_sm90.build_all(..., out_dir=Path(".cutlass_libs")),
+#   here, once: CUTLASS libraries for the grid (python: cutlass_build.build_all(..., out_dir=Path(".cutlass_libs")),
 #               see docs/gemm.md), the nvidia-cutlass and nvmath-python wheels in .whl/
 #   each call:  bash benchmarks/gemm_grid.sh OUT cudal2 480    (carry .whl .cutlass_libs .gemm_grid .sandbox)
 #   back here:  mkdir -p .gemm_grid/cudal2 && tar xzf OUT/records.tgz -C .gemm_grid/cudal2

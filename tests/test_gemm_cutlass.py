@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from warpforge.errors import UsageError
-from warpforge.gemm import GemmShape, choices, cutlass_sm90, dispatch, tune
+from warpforge.gemm import GemmShape, choices, cutlass_build, cutlass_sm90, dispatch, tune
 from warpforge.gemm.cutlass_sm90 import CutlassConfig
 
 C = CutlassConfig.from_name
@@ -113,7 +113,7 @@ def test_candidate_configs_follow_the_shape() -> None:
      ["cutlass::gemm::StreamKScheduler;", "cutlass::gemm::KernelTmaWarpSpecializedCooperative;"]),
 ])
 def test_source_carries_the_config(name: str, dtype: str, layout: str, expected: list[str]) -> None:
-    text = cutlass_sm90.source(C(name), dtype, layout)
+    text = cutlass_build.source(C(name), dtype, layout)
     for line in expected:
         assert line in text, line
     assert "$" not in text  # every placeholder filled
@@ -124,17 +124,17 @@ def test_source_carries_the_config(name: str, dtype: str, layout: str, expected:
     for entry in ("int wf_cutlass_gemm(", "size_t wf_cutlass_workspace_size(", "int wf_cutlass_can_implement("):
         assert entry in text
     with pytest.raises(UsageError):
-        cutlass_sm90.source(C(name), "float32", layout)
+        cutlass_build.source(C(name), "float32", layout)
 
 
 def test_missing_headers_say_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("WARPFORGE_CUTLASS_INCLUDE", raising=False)
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(UsageError, match=r"CUTLASS headers not found: pip install 'warpforge\[gemm\]'"):
-        cutlass_sm90.include_dir()
+        cutlass_build.include_dir()
     monkeypatch.setenv("WARPFORGE_CUTLASS_INCLUDE", str(tmp_path))
     with pytest.raises(UsageError, match="WARPFORGE_CUTLASS_INCLUDE=.* holds no cutlass/cutlass.h"):
-        cutlass_sm90.include_dir()
+        cutlass_build.include_dir()
 
 
 def test_the_wheels_headers_are_found_without_importing_it() -> None:
@@ -142,42 +142,42 @@ def test_the_wheels_headers_are_found_without_importing_it() -> None:
         pytest.skip("nvidia-cutlass is not installed")
     if os.environ.get("WARPFORGE_CUTLASS_INCLUDE"):
         pytest.skip("WARPFORGE_CUTLASS_INCLUDE overrides the wheel")
-    folder = cutlass_sm90.include_dir()
+    folder = cutlass_build.include_dir()
     assert (folder / "cute" / "tensor.hpp").is_file() and folder.parts[-2:] == ("source", "include")
-    assert cutlass_sm90.header_version().count(".") == 2
+    assert cutlass_build.header_version().count(".") == 2
 
 
 def test_library_names_follow_source_flags_and_headers(headers: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = C("cutlass_128x128x64_c1x1_coop")
-    name = cutlass_sm90.library_name(cfg, "float16", "nt")
+    name = cutlass_build.library_name(cfg, "float16", "nt")
     assert name.startswith("cutlass_128x128x64_c1x1_coop_float16_nt-") and name.endswith("-cutlass9.8.7.so")
-    assert cutlass_sm90.library_name(cfg, "float16", "nn") != name
-    monkeypatch.setattr(cutlass_sm90, "NVCC_FLAGS", (*cutlass_sm90.NVCC_FLAGS, "-G"))
-    assert cutlass_sm90.library_name(cfg, "float16", "nt") != name  # a new flag is a new library
+    assert cutlass_build.library_name(cfg, "float16", "nn") != name
+    monkeypatch.setattr(cutlass_build, "NVCC_FLAGS", (*cutlass_build.NVCC_FLAGS, "-G"))
+    assert cutlass_build.library_name(cfg, "float16", "nt") != name  # a new flag is a new library
 
 
 def test_built_libraries_are_found_in_the_carried_folder_then_the_cache(headers: Path, tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = C("cutlass_64x128x64_c2x1_pingpong")
-    name = cutlass_sm90.library_name(cfg, "bfloat16", "nn")
-    assert cutlass_sm90.find_built(cfg, "bfloat16", "nn") is None
-    cached = cutlass_sm90.cache_dir() / name
+    name = cutlass_build.library_name(cfg, "bfloat16", "nn")
+    assert cutlass_build.find_built(cfg, "bfloat16", "nn") is None
+    cached = cutlass_build.cache_dir() / name
     assert cached.parent == tmp_path / "cache" / "gemm" / "cutlass"
     cached.parent.mkdir(parents=True)
     cached.write_bytes(b"")
-    assert cutlass_sm90.find_built(cfg, "bfloat16", "nn") == cached
+    assert cutlass_build.find_built(cfg, "bfloat16", "nn") == cached
     carried = tmp_path / "carried"
     carried.mkdir()
     (carried / name).write_bytes(b"")
     monkeypatch.setenv("WARPFORGE_CUTLASS_LIB_DIR", str(carried))
-    assert cutlass_sm90.find_built(cfg, "bfloat16", "nn") == carried / name
-    assert cutlass_sm90.build(cfg, "bfloat16", "nn") == carried / name  # nothing to build
+    assert cutlass_build.find_built(cfg, "bfloat16", "nn") == carried / name
+    assert cutlass_build.build(cfg, "bfloat16", "nn") == carried / name  # nothing to build
     # a GPU machine with no headers takes a carried library of any CUTLASS version, same source and flags
     monkeypatch.setenv("WARPFORGE_CUTLASS_INCLUDE", str(tmp_path / "nowhere"))
     other = carried / name.replace("-cutlass9.8.7.so", "-cutlass9.9.0.so")
     other.write_bytes(b"")
     os.utime(other, (time.time() + 10, time.time() + 10))
-    assert cutlass_sm90.find_built(cfg, "bfloat16", "nn") == other
+    assert cutlass_build.find_built(cfg, "bfloat16", "nn") == other
 
 
 def _fake_nvcc(tmp_path: Path, script: str) -> str:
@@ -193,29 +193,29 @@ def test_a_failed_build_is_a_value_and_is_not_retried(headers: Path, tmp_path: P
     nvcc = _fake_nvcc(tmp_path, f"echo x >> {calls}\n"
                                 "echo 'instance.cu(80): error: static assertion failed with Cooperative kernel' >&2\n"
                                 "exit 2\n")
-    monkeypatch.setattr(cutlass_sm90, "_nvcc", lambda: nvcc)
-    monkeypatch.setattr(cutlass_sm90, "_failed", {})
+    monkeypatch.setattr(cutlass_build, "_nvcc", lambda: nvcc)
+    monkeypatch.setattr(cutlass_build, "_failed", {})
     cfg = C("cutlass_128x128x64_c1x2_coop")
-    built = cutlass_sm90.build_all([(cfg, "float16", "nn"), (cfg, "float16", "nn")], jobs=2)
+    built = cutlass_build.build_all([(cfg, "float16", "nn"), (cfg, "float16", "nn")], jobs=2)
     assert len(built) == 1 and built[0].path is None  # duplicates built once
     assert "cutlass_128x128x64_c1x2_coop (float16, nn, sm_90a) does not compile" in str(built[0].error)
     assert "static assertion failed" in str(built[0].error)
     with pytest.raises(UsageError, match="does not compile"):
-        cutlass_sm90.build(cfg, "float16", "nn")
+        cutlass_build.build(cfg, "float16", "nn")
     assert calls.read_text().count("x") == 1  # remembered, not compiled again
-    assert not list(cutlass_sm90.cache_dir().glob("*"))  # no half-written library left behind
+    assert not list(cutlass_build.cache_dir().glob("*"))  # no half-written library left behind
     with pytest.raises(UsageError, match="does not compile"):
-        cutlass_sm90.compile_check(cfg, "float16", "nn")
+        cutlass_build.compile_check(cfg, "float16", "nn")
 
 
 def test_a_build_writes_the_library_under_its_name(headers: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     args = tmp_path / "args"
     # a stand-in nvcc that records its arguments and writes the -o file
     nvcc = _fake_nvcc(tmp_path, f'echo "$@" > {args}\nwhile [ "$1" != "-o" ]; do shift; done\necho lib > "$2"\n')
-    monkeypatch.setattr(cutlass_sm90, "_nvcc", lambda: nvcc)
+    monkeypatch.setattr(cutlass_build, "_nvcc", lambda: nvcc)
     cfg = C("cutlass_128x256x64_c1x1_streamk")
-    [built] = cutlass_sm90.build_all([(cfg, "float16", "nt")], out_dir=tmp_path / "carry")
-    assert built.error is None and built.path == tmp_path / "carry" / cutlass_sm90.library_name(cfg, "float16", "nt")
+    [built] = cutlass_build.build_all([(cfg, "float16", "nt")], out_dir=tmp_path / "carry")
+    assert built.error is None and built.path == tmp_path / "carry" / cutlass_build.library_name(cfg, "float16", "nt")
     assert built.path.read_text() == "lib\n"
     flags = args.read_text().split()
     for flag in ("-gencode=arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr", "-std=c++17", "-shared",
@@ -228,7 +228,7 @@ def test_missing_nvcc_says_what_to_install(headers: Path, monkeypatch: pytest.Mo
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
     with pytest.raises(UsageError, match="nvcc not found: install the CUDA toolkit or set CUDA_HOME"):
-        cutlass_sm90.compile_check(cutlass_sm90.configs()[0], "float16", "nn")
+        cutlass_build.compile_check(cutlass_sm90.configs()[0], "float16", "nn")
 
 
 def test_launch_refuses_bad_operands_before_touching_a_gpu() -> None:
@@ -264,12 +264,12 @@ def test_a_real_instance_builds_for_sm90a_and_agrees_with_why_not(tmp_path: Path
     # one cooperative instance: 60-80 s of nvcc on a busy 2-core machine
     cfg = C("cutlass_128x128x64_c1x1_coop")
     started = time.perf_counter()
-    [built] = cutlass_sm90.build_all([(cfg, "float16", "nt")], out_dir=tmp_path)
+    [built] = cutlass_build.build_all([(cfg, "float16", "nt")], out_dir=tmp_path)
     assert built.error is None, built.error
     print(f"nvcc built {built.path} in {time.perf_counter() - started:.1f} s")
     lib = cutlass_sm90.Library(built.path)  # loads without a GPU: nothing runs until a launch
     assert lib.name() == b"cutlass_128x128x64_c1x1_coop/float16/nt"
-    assert lib.version() == int("".join(f"{int(p):02d}" for p in cutlass_sm90.header_version().split(".")))
+    assert lib.version() == int("".join(f"{int(p):02d}" for p in cutlass_build.header_version().split(".")))
     # CUTLASS's own can_implement takes exactly the shapes why_not lets through
     for m, n, k in ((1000, 1024, 4096), (1, 8, 8), (128, 128, 100), (128, 100, 128), (7, 50264, 768)):
         ok = cutlass_sm90.applicable(GemmShape(m, n, k), "nt", cfg)
@@ -298,7 +298,7 @@ def prebuilt() -> None:
     """Build every instance the GPU tests use at once, one nvcc per core (each takes about a minute)."""
     if not _hopper():
         return
-    built = cutlass_sm90.build_all([(C(n), d, lay) for n in GPU_CONFIGS for d in ("float16", "bfloat16")
+    built = cutlass_build.build_all([(C(n), d, lay) for n in GPU_CONFIGS for d in ("float16", "bfloat16")
                                     for lay in ("nn", "nt")])
     failed = [b.error for b in built if b.error]
     assert not failed, failed[0]

@@ -167,9 +167,9 @@ def prebuild(names: list[str], dtype: str, layout: str) -> None:
     they are cached on disk). A failure is remembered by cutlass_sm90 and shows up in its screen entry."""
     wanted = [n for n in names if n.startswith("cutlass_")]
     if wanted:
-        from warpforge.gemm import cutlass_sm90
+        from warpforge.gemm import cutlass_build, cutlass_sm90
 
-        cutlass_sm90.build_all((cutlass_sm90.CutlassConfig.from_name(n), dtype, layout) for n in wanted)
+        cutlass_build.build_all((cutlass_sm90.CutlassConfig.from_name(n), dtype, layout) for n in wanted)
 
 
 def record_head(shape: GemmShape, layout: str, device: str) -> dict[str, Any]:
