@@ -2,8 +2,10 @@
 # One device call on a 4-GPU machine that serves two issues at once: GPUs 0-2 evaluate the
 # campaign's pending outbox jobs (issue 22, benchmarks/outbox_gpu.sh), GPU 3 first runs issue 21's
 # PROBES (default: the memory footprint of the largest suite tasks, benchmarks/memory_peak.sh;
-# "budget" adds the A/A at a 25 ms timing budget first), then evaluates the newest fifth of the
-# pending jobs (a disjoint share, so no job runs twice). Each side stops at the deadline.
+# "budget" adds the A/A at a 25 ms timing budget first; "grid:cudal2" or "grid:llm" tunes issue
+# 23's GEMM grid on GPU 3 until the deadline, benchmarks/gemm_grid.sh, carry .whl .cutlass_libs
+# .gemm_grid), then evaluates the newest fifth of the pending jobs (a disjoint share, so no job
+# runs twice) if time is left. Each side stops at the deadline.
 # Keep SECONDS below the call's own limit (the device time left, less about 40 s of start-up).
 # A device call brings back at most 8 files: the probes' files (GPU 3's campaign results too) are
 # packed into OUT/probes.tgz after each step (the 2026-11-26 s17 call lost its campaign
@@ -20,13 +22,13 @@ case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
 mkdir -p "$OUT"
 end=$(( $(date +%s) + T ))
 SPLIT=$(mktemp -d /tmp/split.XXXXXX)
-python3 - "$BOX" "$SPLIT" <<'PY'
-import shutil, sys
+PROBES=${PROBES:-memory} python3 - "$BOX" "$SPLIT" <<'PY'
+import os, shutil, sys
 from pathlib import Path
 box, split = Path(sys.argv[1]), Path(sys.argv[2])
 pending = sorted((p for p in (box / "jobs").glob("*.json") if not (box / "results" / p.name).exists()),
                  key=lambda p: p.stat().st_mtime)
-k = len(pending) // 5
+k = 0 if "grid:" in os.environ.get("PROBES", "") else len(pending) // 5  # the grid keeps GPU 3 to the end
 for name, part in (("a", pending[:len(pending) - k]), ("b", pending[len(pending) - k:])):
     (split / name / "jobs").mkdir(parents=True)
     (split / name / "results").mkdir()
@@ -45,6 +47,7 @@ pack() { tar czf "$OUT/.probes.tgz.tmp" -C "$PROBE_DIR" . && mv "$OUT/.probes.tg
     case $probe in
       budget) BUDGETS=25 bash "$HERE/timing_budget.sh" "$PROBE_DIR/budget" $(( left / 2 )) ;;
       memory) timeout "$left" bash "$HERE/memory_peak.sh" "$PROBE_DIR/memory" ;;
+      grid:*) bash "$HERE/gemm_grid.sh" "$PROBE_DIR/grid" "${probe#grid:}" $(( left - 20 )) ;;
     esac
     pack
   done

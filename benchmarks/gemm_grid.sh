@@ -4,9 +4,10 @@
 # resuming from the records of earlier calls, stopped at SECONDS; the records are packed into
 # OUT/records.tgz every 30 s and at the end (a device call brings back at most 8 files, and one
 # cut by its limit must still bring back what was tuned).
-#   here, once: CUTLASS libraries for the grid (python: cutlass_build.build_all(..., out_dir=Path(".cutlass_libs")),
-#               see docs/gemm.md), the nvidia-cutlass and nvmath-python wheels in .whl/
-#   each call:  bash benchmarks/gemm_grid.sh OUT cudal2 480    (carry .whl .cutlass_libs .gemm_grid .sandbox)
+#   here, once: CUTLASS libraries for the grid's layout (cudal2: nn, llm: nt; python:
+#               cutlass_build.build_all(..., out_dir=Path(".cutlass_libs/nn")), see docs/gemm.md; 20 MB
+#               a layout in fp16), the nvidia-cutlass and nvmath-python wheels in .whl/
+#   each call:  bash benchmarks/gemm_grid.sh OUT cudal2 480    (carry .whl .cutlass_libs/nn .gemm_grid .sandbox)
 #   back here:  mkdir -p .gemm_grid/cudal2 && tar xzf OUT/records.tgz -C .gemm_grid/cudal2
 # The table: python -m warpforge.cli gemm tune ... reads them all; docs/gemm.md says how they are summarised.
 set -uo pipefail
@@ -21,7 +22,8 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   export PYTHONPATH=$PYTHONPATH:/tmp/site
 fi
 [ -d /tmp/site/cutlass_library ] && export WARPFORGE_CUTLASS_INCLUDE=/tmp/site/cutlass_library/source/include
-[ -d .cutlass_libs ] && export WARPFORGE_CUTLASS_LIB_DIR=$PWD/.cutlass_libs
+LAYOUT=$([ "$SET" = llm ] && echo nt || echo nn)  # what `gemm tune --layout auto` picks for the set
+[ -d .cutlass_libs/$LAYOUT ] && export WARPFORGE_CUTLASS_LIB_DIR=$PWD/.cutlass_libs/$LAYOUT
 W=$(mktemp -d /tmp/grid.XXXXXX)
 mkdir -p "$OUT" .gemm_grid/"$SET"
 cp .gemm_grid/"$SET"/*.jsonl "$W"/ 2>/dev/null
