@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from warpforge.errors import UsageError
-from warpforge.gemm.layout import LAYOUTS
+from warpforge.gemm.layout import LAYOUTS, check_operands
 
 if TYPE_CHECKING:
     import torch
@@ -246,7 +246,6 @@ def compile_check(cfg: MmaConfig, dtype: str, layout: str, arch: str = "sm_90a")
 # ---------------------------------------------------------------- GPU: NVRTC through CuPy
 
 _KERNELS: dict[tuple[MmaConfig, str, str, int], Any] = {}
-_TORCH_DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16"}
 
 
 def _cupy() -> Any:
@@ -279,36 +278,6 @@ def _kernel(cfg: MmaConfig, dtype: str, layout: str, device: int) -> Any:
     return kernel
 
 
-def _check_operands(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, layout: str) -> tuple[int, int, int, str]:
-    """(M, N, K, dtype name) of a valid call; UsageError naming the first problem otherwise."""
-    if layout not in LAYOUTS:
-        raise UsageError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
-    for name, t in (("a", a), ("b", b), ("out", out)):
-        if not t.is_cuda:
-            raise UsageError(f"{name} must be a CUDA tensor, got one on {t.device}")
-        if t.dim() != 2:
-            raise UsageError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
-        if not t.is_contiguous():
-            raise UsageError(f"{name} must be contiguous (row-major): call .contiguous() first")
-        if t.dtype != a.dtype:
-            raise UsageError(f"a, b and out must share one dtype, got {a.dtype}, {b.dtype} and {out.dtype}")
-        if t.device != a.device:
-            raise UsageError(f"a, b and out must be on one device, got {a.device}, {b.device} and {out.device}")
-        if t.data_ptr() % 16:
-            raise UsageError(f"{name} must start 16-byte aligned for cp.async (a view at an odd offset is not)")
-    dtype = _TORCH_DTYPES.get(str(a.dtype))
-    if dtype is None:
-        raise UsageError(f"mma_gemm takes float16 or bfloat16 tensors, got {a.dtype}")
-    m, k = a.shape
-    n, kb = (b.shape[1], b.shape[0]) if layout == "nn" else (b.shape[0], b.shape[1])
-    if kb != k:
-        want = f"({k}, N)" if layout == "nn" else f"(N, {k})"
-        raise UsageError(f"b of shape {tuple(b.shape)} does not fit a of shape {tuple(a.shape)}: layout {layout} wants {want}")
-    if tuple(out.shape) != (m, n):
-        raise UsageError(f"out must have shape ({m}, {n}), got {tuple(out.shape)}")
-    return m, n, k, dtype
-
-
 def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: MmaConfig, layout: str) -> None:
     """out = a @ b ("nn", b is (K, N)) or a @ b.T ("nt", b is the (N, K) weight), on torch's current stream.
 
@@ -317,7 +286,7 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: MmaConfig, 
     """
     import torch
 
-    m, n, k, dtype = _check_operands(a, b, out, layout)
+    m, n, k, dtype = check_operands(a, b, out, layout, "mma_gemm", "cp.async")
     reason = _why_not(m, n, k, dtype, layout, cfg)
     if reason:
         raise UsageError(f"mma_gemm {cfg.name} cannot compute M={m} N={n} K={k} {layout}: {reason}")

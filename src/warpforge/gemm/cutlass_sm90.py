@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warpforge.errors import HarnessError, UsageError
-from warpforge.gemm.layout import LAYOUTS
+from warpforge.gemm.layout import LAYOUTS, check_operands
 
 if TYPE_CHECKING:
     import torch
@@ -205,7 +205,6 @@ _libraries: dict[tuple[CutlassConfig, str, str], Library] = {}
 _lock = threading.Lock()
 _hopper: dict[int, bool] = {}
 _workspaces: dict[tuple[int, int], Any] = {}
-_TORCH_DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16"}
 
 
 def kernel(cfg: CutlassConfig, dtype: str, layout: str, device: torch.device | None = None) -> Library:
@@ -258,34 +257,12 @@ def _workspace(device: torch.device, nbytes: int) -> Any:
     return ws
 
 
-def _check_operands(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, layout: str) -> tuple[int, int, int, str]:
-    """(M, N, K, dtype name) of a valid call; UsageError naming the first problem otherwise."""
-    if layout not in LAYOUTS:
-        raise UsageError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
-    for name, t in (("a", a), ("b", b), ("out", out)):
-        if not t.is_cuda or t.dim() != 2 or not t.is_contiguous():
-            raise UsageError(f"{name} must be a contiguous 2-D CUDA tensor, got {tuple(t.shape)} on {t.device}")
-        if t.dtype != a.dtype or t.device != a.device:
-            raise UsageError(f"a, b and out must share one dtype and device, got {a.dtype}/{a.device}, "
-                             f"{b.dtype}/{b.device} and {out.dtype}/{out.device}")
-        if t.data_ptr() % 16:
-            raise UsageError(f"{name} must start 16-byte aligned for TMA (a view at an odd offset is not)")
-    dtype = _TORCH_DTYPES.get(str(a.dtype))
-    if dtype is None:
-        raise UsageError(f"the CUTLASS kernels take float16 or bfloat16 tensors, got {a.dtype}")
-    m, k = a.shape
-    n, kb = (b.shape[1], b.shape[0]) if layout == "nn" else (b.shape[0], b.shape[1])
-    if kb != k or tuple(out.shape) != (m, n):
-        raise UsageError(f"shapes a {tuple(a.shape)}, b {tuple(b.shape)}, out {tuple(out.shape)} do not fit layout {layout}")
-    return m, n, k, dtype
-
-
 def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: CutlassConfig, layout: str) -> None:
     """out = a @ b ("nn", b is (K, N)) or a @ b.T ("nt", b is the (N, K) weight), on torch's current
     stream. After the first call per (device, stream) it allocates nothing (the stream-K workspace is cached)."""
     import torch
 
-    m, n, k, dtype = _check_operands(a, b, out, layout)
+    m, n, k, dtype = check_operands(a, b, out, layout, "a CUTLASS kernel", "TMA")
     reason = _why_not(m, n, k, dtype, layout, cfg)
     if reason:
         raise UsageError(f"CUTLASS {cfg.name} cannot compute M={m} N={n} K={k} {layout}: {reason}")
