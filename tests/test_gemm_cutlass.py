@@ -241,7 +241,7 @@ def test_launch_refuses_bad_operands_before_touching_a_gpu() -> None:
 
 
 def test_the_tuner_and_dispatcher_know_the_family(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert "cutlass" in tune.FAMILIES and "cutlass" not in tune.OURS  # opt-in until measured on a GPU
+    assert "cutlass" in tune.FAMILIES and "cutlass" not in tune.OURS  # opt-in: measured on a sample only
     assert tune._is_ours("cutlass_128x128x64_c1x1_coop")
     # the CPU has no Hopper: asking for the family adds nothing there
     settings = tune.TuneSettings(families=("cutlass",))
