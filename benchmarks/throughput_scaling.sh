@@ -11,6 +11,7 @@
 # calls (each starts with an empty OUT), keep the phases in a carried folder: STATE=.scaling puts
 # them there and packs the phase into OUT/<phase>.tgz every 30 s and at the end; back here,
 # `tar xzf OUT/<phase>.tgz -C .scaling`, and the next call (carry .scaling) resumes with RESUME=1.
+# TIME_S=N stops the phase after N seconds and still packs it (a call's limit is 600 s).
 set -uo pipefail
 OUT=${1:?usage: throughput_scaling.sh OUT 1|all [SAMPLE]}
 PHASE=${2:?usage: throughput_scaling.sh OUT 1|all [SAMPLE]}
@@ -30,7 +31,7 @@ pack() { [ -n "${STATE:-}" ] && tar czf "$OUT/.p.tgz" -C "$base" --exclude corpu
 ( while sleep 30; do pack; done ) &
 PACKER=$!
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader | tee "$dir/gpus.txt"
-python3 benchmarks/throughput.py --out "$dir" --skip-serial --sample "$SAMPLE" "${workers[@]}" ${RESUME:+--resume} 2>&1 |
+timeout "${TIME_S:-1d}" python3 benchmarks/throughput.py --out "$dir" --skip-serial --sample "$SAMPLE" "${workers[@]}" ${RESUME:+--resume} 2>&1 |
   while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N | cut -c1-14)" "$line"; done | tee -a "$dir/pool.log" |
   grep -E 'pool [0-9]+/|saved|Error' | tail -n 3
 kill "$PACKER" 2>/dev/null
