@@ -11,9 +11,12 @@ custom-kernel share, tokens and cost.
     python benchmarks/kernelbench_final.py table --archive .campaign/kb22/kb.db --final .campaign/kb22/final \\
         --results OUT/final.jsonl --out benchmarks/results/kernelbench_campaign_DATE
 
-A manifest too long for one device call runs in parts split by task (`grep level1/ manifest.txt`),
-so each task's two kernels still run in the same call on the same GPU kind; `table --results`
-takes every part's file.
+A manifest too long for one device call runs in parts: `pending --final DIR [--match RE]
+[--exclude RE]` writes DIR/pending.txt, the pairs without a result in DIR/results/*.jsonl yet, and
+benchmarks/kernelbench_final.sh runs it on the GPU machine within a time limit, packing what
+arrives; `table --results DIR/results/*.jsonl` takes every part. Our kernel's file name carries
+its candidate id, so a best that changed after a partial run is a new pair, and the table takes
+only results of the current bests.
 
 Both kernels of a task run against the same task file, the KernelBench checkout's (CUDA-L1
 evaluated its kernels against its own copy of the tasks; where the sizes changed since, a
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -72,22 +76,55 @@ def prepare(args: argparse.Namespace) -> None:
             best = archive.best(name)
             row: dict[str, Any] = {"task": name, "ours": None, "cudal1": None}
             if best is not None and best.source:
-                path = out / "ours" / f"{slug(name)}.py"
+                # the candidate's id in the name: a best that changes after a partial run is a new pair
+                path = out / "ours" / f"{slug(name)}__c{best.id}.py"
                 path.write_text(best.source)
                 lines.append(f"{task_file}:ours/{path.name}")
-                row["ours"] = {"candidate_id": best.id, "step": best.step, "language": best.language,
+                row["ours"] = {"file": path.name, "candidate_id": best.id, "step": best.step, "language": best.language,
                                "campaign_speedup": best.speedup, "kernels_kind": best.kernels_kind}
             if name in l1 and Path(l1[name]).is_file():
                 path = out / "cudal1" / f"{slug(name)}.py"
                 shutil.copyfile(l1[name], path)
                 lines.append(f"{task_file}:cudal1/{path.name}")
-                row["cudal1"] = {"source": l1[name]}
+                row["cudal1"] = {"file": path.name, "source": l1[name]}
             meta.append(row)
     (out / "manifest.txt").write_text("# task : kernel (ours/ the campaign's best, cudal1/ CUDA-L1's released one)\n"
                                       + "\n".join(lines) + "\n")
     (out / "final_meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     print(f"{sum(1 for m in meta if m['ours'])} of {len(meta)} tasks have a verified kernel, "
           f"{sum(1 for m in meta if m['cudal1'])} a CUDA-L1 one: {len(lines)} pairs in {out / 'manifest.txt'}")
+
+
+def _pair_key(task: str, kernel: str) -> tuple[str, str, str]:
+    """(level/name, side, kernel file name) of a manifest line or a result row, whatever the paths' prefixes."""
+    t, k = Path(task), Path(kernel)
+    return f"{t.parent.name}/{t.stem}", k.parent.name, k.name
+
+
+def read_results(paths: list[str]) -> list[dict[str, Any]]:
+    """The eval-batch --json rows of every file, in order (lines that are not JSON objects are skipped)."""
+    rows = []
+    for p in paths:
+        for line in Path(p).read_text().splitlines():
+            if line.strip().startswith("{"):
+                rows.append(json.loads(line))
+    return rows
+
+
+def pending(args: argparse.Namespace) -> None:
+    """The manifest's lines without a result in FINAL/results/*.jsonl (a device call cut by its limit
+    leaves some), optionally only those matching --match; written as FINAL/pending.txt so that its
+    relative paths resolve as the manifest's do."""
+    final = Path(args.final)
+    done = {_pair_key(str(r["task"]), str(r.get("candidate", ""))) for r in
+            read_results([str(p) for p in sorted((final / "results").glob("*.jsonl"))])}
+    lines = [line for line in (final / "manifest.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    keep = [line for line in lines if _pair_key(*line.rsplit(":", 1)) not in done
+            and (not args.match or re.search(args.match, line))
+            and not (args.exclude and re.search(args.exclude, line))]
+    (final / "pending.txt").write_text("".join(f"{line}\n" for line in keep))
+    print(f"{len(keep)} of {len(lines)} pairs pending -> {final / 'pending.txt'}")
 
 
 def _side(results: dict[tuple[str, str], dict[str, Any]], task: str, side: str) -> dict[str, Any] | None:
@@ -110,13 +147,10 @@ def table(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[tuple[str, str], dict[str, Any]] = {}
     # several files when the manifest ran in parts (device calls); a later file's result of a pair wins
     paths = [args.results] if isinstance(args.results, str) else list(args.results)
-    for line in (line for p in paths for line in Path(p).read_text().splitlines()):
-        if not line.strip().startswith("{"):
-            continue
-        r = json.loads(line)
-        task = f"{Path(str(r['task'])).parent.name}/{Path(str(r['task'])).stem}"
-        side = Path(str(r.get("candidate", ""))).parent.name  # ours/ or cudal1/
-        results[(task, side)] = r
+    for r in read_results(paths):
+        task, side, file = _pair_key(str(r["task"]), str(r.get("candidate", "")))  # side: ours or cudal1
+        if task in meta and file == (meta[task].get(side) or {}).get("file", file):  # not a stale best's
+            results[(task, side)] = r
     rows = []
     with Archive(args.archive, read_only=True) as archive:
         for name in meta:
@@ -216,8 +250,12 @@ def main() -> None:
                    help="eval-batch --json output of the manifest (several files if it ran in parts: "
                         "`grep` a part of manifest.txt per device call; a later file's result of a pair wins)")
     t.add_argument("--out", required=True)
+    q = sub.add_parser("pending", help="the manifest's pairs without a result yet, into FINAL/pending.txt")
+    q.add_argument("--final", required=True, help="the folder `prepare` wrote; results of earlier calls in its results/")
+    q.add_argument("--match", help="only lines matching this regular expression (e.g. 'level1/')")
+    q.add_argument("--exclude", help="leave out lines matching this regular expression (tasks still in the campaign)")
     args = ap.parse_args()
-    prepare(args) if args.cmd == "prepare" else table(args)
+    {"prepare": prepare, "table": table, "pending": pending}[args.cmd](args)
 
 
 if __name__ == "__main__":

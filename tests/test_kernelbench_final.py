@@ -48,10 +48,12 @@ def test_the_final_table_from_a_campaign_and_one_run(tmp_path: Path) -> None:
     final.prepare(argparse.Namespace(archive=str(db), out=str(out), sample=str(sample), kernelbench=str(kb),
                                      cudal1=str(order)))
     manifest = [line for line in (out / "manifest.txt").read_text().splitlines() if not line.startswith("#")]
-    assert manifest == [f"{kb}/level1/1_A.py:ours/level1__1_A.py", f"{kb}/level1/1_A.py:cudal1/level1__1_A.py"]
-    assert (out / "ours" / "level1__1_A.py").read_text() == "fast = 1\n"
+    ours = json.loads((out / "final_meta.json").read_text())[0]["ours"]["file"]  # the best's candidate id in it
+    assert ours.startswith("level1__1_A__c") and ours.endswith(".py")
+    assert manifest == [f"{kb}/level1/1_A.py:ours/{ours}", f"{kb}/level1/1_A.py:cudal1/level1__1_A.py"]
+    assert (out / "ours" / ours).read_text() == "fast = 1\n"
     # the final run (eval-batch --json of the manifest): ours 1.8x with its own kernels, CUDA-L1 1.2x
-    runs = [{"task": f"{kb}/level1/1_A.py", "candidate": str(out / "ours" / "level1__1_A.py"), "status": "correct",
+    runs = [{"task": f"{kb}/level1/1_A.py", "candidate": str(out / "ours" / ours), "status": "correct",
              "correct": True, "speedup": 1.8, "speedup_vs_compile": 1.5, "kernels": {"kind": "custom_kernel"}},
             {"task": f"{kb}/level1/1_A.py", "candidate": str(out / "cudal1" / "level1__1_A.py"), "status": "correct",
              "correct": True, "speedup": 1.2, "kernels": {"kind": "custom_kernel"}}]
@@ -73,3 +75,49 @@ def test_the_final_table_from_a_campaign_and_one_run(tmp_path: Path) -> None:
                                            results=[str(tmp_path / "part1.jsonl"), str(tmp_path / "part2.jsonl")]))
     assert math.isclose(parts["geomean_ours"], math.sqrt(1.6)) and math.isclose(parts["geomean_cudal1"], math.sqrt(1.2))
     assert "| level1/2_B | 1 (0) | no kernel | - | no kernel |" in table
+
+
+def test_pending_pairs_across_calls_and_a_best_that_changed(tmp_path: Path) -> None:
+    """`pending` leaves out the pairs with a result in FINAL/results/ (a device call cut by its limit
+    brought back some); a best that changed after a partial run is a new pair, and the table never
+    takes the old best's result for it."""
+    final = _final()
+    kb = tmp_path / "KernelBench"
+    for name in ("1_A", "2_B"):
+        (kb / "level1").mkdir(parents=True, exist_ok=True)
+        (kb / "level1" / f"{name}.py").write_text("# a program\n")
+    sample = tmp_path / "sample.json"
+    sample.write_text(json.dumps({"tasks": [{"task": "level1/1_A", "path": "level1/1_A.py"},
+                                            {"task": "level1/2_B", "path": "level1/2_B.py"}]}))
+    (tmp_path / "order.txt").write_text("")
+    db, out = tmp_path / "kb.db", tmp_path / "final"
+    with Archive(db) as archive:
+        run = archive.start_run({}, 0)
+        for step, task in enumerate(("level1/1_A", "level1/2_B")):
+            archive.add_evaluation(archive.add_candidate(run, proposal(f"k{step} = 1\n", task=task), step),
+                                   result(ms=1.0, ref_ms=2.0))
+    prep = argparse.Namespace(archive=str(db), out=str(out), sample=str(sample), kernelbench=str(kb),
+                              cudal1=str(tmp_path / "order.txt"))
+    final.prepare(prep)
+    first = {m["task"]: m["ours"]["file"] for m in json.loads((out / "final_meta.json").read_text())}
+    (out / "results").mkdir()
+    row_a = {"task": f"{kb}/level1/1_A.py", "candidate": str(out / "ours" / first["level1/1_A"]),
+             "status": "correct", "correct": True, "speedup": 1.9}
+    (out / "results" / "call-1.jsonl").write_text(json.dumps(row_a) + "\n")
+    final.pending(argparse.Namespace(final=str(out), match=None, exclude=None))
+    assert (out / "pending.txt").read_text() == f"{kb}/level1/2_B.py:ours/{first['level1/2_B']}\n"
+    final.pending(argparse.Namespace(final=str(out), match=None, exclude="2_B"))
+    assert (out / "pending.txt").read_text() == ""
+    # 1_A gets a faster best after the partial run: its new file is pending, and the old result is not taken
+    with Archive(db) as archive:
+        run = archive.start_run({}, 0)
+        archive.add_evaluation(archive.add_candidate(run, proposal("k9 = 1\n", task="level1/1_A"), 9),
+                               result(ms=0.5, ref_ms=2.0))
+    final.prepare(prep)
+    now = {m["task"]: m["ours"]["file"] for m in json.loads((out / "final_meta.json").read_text())}
+    assert now["level1/1_A"] != first["level1/1_A"] and now["level1/2_B"] == first["level1/2_B"]
+    final.pending(argparse.Namespace(final=str(out), match="1_A", exclude=None))
+    assert (out / "pending.txt").read_text() == f"{kb}/level1/1_A.py:ours/{now['level1/1_A']}\n"
+    summary = final.table(argparse.Namespace(archive=str(db), final=str(out), out=str(tmp_path / "t"),
+                                             results=[str(out / "results" / "call-1.jsonl")]))
+    assert summary["faster_than_eager"] == 0  # the stale 1.9x is not the current best's
