@@ -148,6 +148,30 @@ def test_tuner_keeps_torch_unless_a_kernel_wins_beyond_noise(monkeypatch: pytest
 
 
 @needs_triton
+def test_a_shapes_timing_runs_collect_only_what_the_shape_allocated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The heap is frozen while a shape is timed (each timing run's full collection would otherwise
+    scan all of torch and Triton, 50 ms a run), and unfrozen after it, also when the shape fails."""
+    import gc
+
+    frozen: list[int] = []
+    real = tune.time_calls
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        frozen.append(gc.get_freeze_count())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tune, "time_calls", spy)
+    before = gc.get_freeze_count()
+    rec = tune.tune_shape(GemmShape(32, 64, 64), "nn", "cpu", _settings())
+    assert rec["choice"] and frozen and min(frozen) > before
+    assert gc.get_freeze_count() == before
+    monkeypatch.setattr(tune, "_tune_shape", lambda *a: (_ for _ in ()).throw(RuntimeError("out of memory")))
+    with pytest.raises(RuntimeError):
+        tune.tune_shape(GemmShape(32, 64, 64), "nn", "cpu", _settings())
+    assert gc.get_freeze_count() == before
+
+
+@needs_triton
 def test_tuner_never_picks_a_wrong_kernel_however_fast(monkeypatch: pytest.MonkeyPatch) -> None:
     shape = GemmShape(32, 64, 64)
     first, _ = _ours(shape)
@@ -339,14 +363,20 @@ def test_gpu_slug() -> None:
     assert shapes.gpu_slug("NVIDIA H200") == "h200"
 
 
-def test_bench_writes_results_files_and_resumes(tmp_path: Path) -> None:
+def test_bench_writes_results_files_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
     from warpforge.gemm import bench
 
     settings = bench.BenchSettings(modes=("offline", "server"), cublaslt=False, final=dict(TINY_FINAL),
                                    server=dict(TINY_FINAL), screen=dict(TINY_SCREEN))
     settings.server["gap_ms"] = (0.1, 0.2)
     shapes = [GemmShape(8, 16, 24), GemmShape(8, 24, 16)]
+    frozen: list[int] = []
+    real = bench.bench_shape
+    monkeypatch.setattr(bench, "bench_shape", lambda *a: frozen.append(gc.get_freeze_count()) or real(*a))
     paths = bench.bench(shapes[:1], "mine.csv", "nn", "cpu", tmp_path, settings, planned=2)
+    assert frozen and frozen[0] > 0 == gc.get_freeze_count()  # each shape's timing runs skip the frozen heap
     assert [p.name.split("_")[-2] for p in paths] == ["offline", "server"]
     assert all(p.name.startswith("gemm_cpu_mine_") for p in paths)
     seen: list[Any] = []

@@ -38,7 +38,7 @@ import torch
 
 from warpforge import metrics
 from warpforge.errors import UsageError
-from warpforge.evaluate.bench import summarize, time_calls
+from warpforge.evaluate.bench import heap_frozen, summarize, time_calls
 from warpforge.gemm import choices, cublaslt
 from warpforge import jsonl
 from warpforge.gemm.shapes import GemmShape, gpu_slug
@@ -179,7 +179,15 @@ def record_head(shape: GemmShape, layout: str, device: str) -> dict[str, Any]:
 
 
 def tune_shape(shape: GemmShape, layout: str, device: str, settings: TuneSettings) -> dict[str, Any]:
-    """Measure one shape; the record `build_table` and the benchmark read."""
+    """Measure one shape; the record `build_table` and the benchmark read. A shape makes 30-60
+    timing runs, each starting with a garbage collection: with the heap frozen for the shape
+    (`heap_frozen`) they scan only what the shape allocated. Without it the collections were
+    most of a shape's 4 s on an H100 (2026-11-26 CUTLASS sample: 20-500 ms of it GPU time)."""
+    with heap_frozen():
+        return _tune_shape(shape, layout, device, settings)
+
+
+def _tune_shape(shape: GemmShape, layout: str, device: str, settings: TuneSettings) -> dict[str, Any]:
     started = time.perf_counter()
     rng = random.Random(settings.seed)
     sb = ShapeBench(shape, layout, device, settings.seed)
