@@ -373,3 +373,19 @@ def test_threads_of_torch_compile_machinery_are_ignored_and_the_candidates_are_n
     finally:
         stop.set()
         pool.shutdown(wait=True)
+
+
+CUDA_WITH_COMMENTS = '''
+__global__ void __launch_bounds__(THREADS, 2)   // 64-register budget, 8 loads in flight
+huber_fused_kernel(const float* __restrict__ p, double* partials) {}
+__global__ /* a block comment: x-y */ void
+scale(float* y) {}
+'''
+
+
+def test_kernel_names_are_found_past_comments():
+    """A comment between the launch bounds and the name (KernelBench level1/96's best in issue 22's
+    campaign: `__launch_bounds__(THREADS, 2)   // 64-register budget ...`) hid the kernel, and the
+    profile then called the candidate a PyTorch rewrite."""
+    report = check_source(HEADER + f"cuda_src = {CUDA_WITH_COMMENTS!r}\n" + MODEL)
+    assert report.rejected is None and set(report.kernel_names) == {"huber_fused_kernel", "scale"}

@@ -136,6 +136,9 @@ FORBIDDEN_NATIVE = {
 NATIVE_MARKERS = ("__global__", "__device__", "#include", "PYBIND11", "torch::", "std::", 'extern "C"', ";")
 GLOBAL_KERNEL = re.compile(r"__global__\s+\w[\w\s:<>,*]*?\b(\w+)\s*\(")
 LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
+# comments, for naming kernels only: `__launch_bounds__(T, 2)  // a note` before the name hid it
+# (the forbidden-call check reads the source as written, where a `//` inside a string cannot hide code)
+C_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,7 @@ def check_source(source: str, allow_tf32: bool = False) -> StaticReport:
     if "ModelNew" not in {n.name for n in tree.body if isinstance(n, ast.ClassDef)} and not any(
             isinstance(n, (ast.Assign, ast.ImportFrom)) and "ModelNew" in ast.dump(n) for n in tree.body):
         return StaticReport(syntax_error="the candidate does not define class ModelNew")
-    kernels = set(GLOBAL_KERNEL.findall(LAUNCH_BOUNDS.sub(" ", native)))
+    kernels = set(GLOBAL_KERNEL.findall(LAUNCH_BOUNDS.sub(" ", C_COMMENT.sub(" ", native))))
     kernels |= _triton_kernels(tree)
     return StaticReport(rejected=problem, languages=_languages(source), kernel_names=tuple(sorted(kernels)))
 
