@@ -88,6 +88,33 @@ def test_state_is_put_back_before_each_call() -> None:
     assert torch.equal(model(x), first)  # the snapshot itself was not changed by the calls
 
 
+def test_a_program_that_overflows_keeps_a_finite_tolerance_and_passes_against_itself() -> None:
+    """The native error of an output that overflows exactly where float64 exceeds the dtype is the
+    program's rounding, not infinity: the bars stay finite (before, fp32 cumprod's max-error bar was
+    infinite on KernelBench level1/90), and the A/A still holds. A candidate off by 1e-3 at the
+    largest finite elements is then refused, as everywhere else."""
+    from warpforge import evaluate
+    from warpforge.candidate import Candidate
+
+    task = load_task(TASKS / "overflow_cumprod.py")
+    honest = evaluate(task, as_candidate(task), EvalConfig(**FAST))  # type: ignore[arg-type]
+    assert honest.status == "correct", honest.reason
+    assert honest.tolerance["max_rel"] == 3e-4 and honest.tolerance["rel_l2"] == 3e-5
+    assert not any("not finite" in w for w in honest.warnings)
+    skewed = Candidate("""import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.cumprod(x, dim=1)
+        big = torch.isfinite(y) & (y > 1e37)
+        return torch.where(big, y * 1.001, y)
+""")
+    result = evaluate(task, skewed, EvalConfig(**FAST))  # type: ignore[arg-type]
+    assert result.status == "incorrect", result.reason
+
+
 def test_an_overflow_to_inf_is_right_only_where_the_exact_value_is_beyond_the_dtype() -> None:
     ref = torch.tensor([1.0, 70000.0, -80000.0, 3.0], dtype=torch.float64)
     tol = Tolerance(5e-3, 2e-2)

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from warpforge.evaluate.inputs import fingerprint, fingerprint_positions
-from warpforge.evaluate.verify import compare, compare_fingerprint, reference_norm, summarize_reference, tolerance_for
+from warpforge.evaluate.verify import (compare, compare_fingerprint, native_error, reference_norm, summarize_reference,
+                                      tolerance_for, unfinite_note)
 
 FP32 = tolerance_for(torch.float32, {}, allow_tf32=False)
 
@@ -102,6 +103,19 @@ def test_integer_outputs_must_match_exactly():
 def test_native_error_widens_tolerance_and_task_can_override():
     assert tolerance_for(torch.float32, {}, False, (1e-4, 1e-3)).rel_l2 == 4e-4
     assert tolerance_for(torch.float32, {"rtol": 1e-3}, False).rel_l2 == 1e-3
+
+
+def test_a_native_overflow_is_rounding_and_a_non_finite_native_error_widens_nothing():
+    x = torch.rand(4, 4096, generator=torch.Generator().manual_seed(0)) * 8
+    exact, native = torch.cumprod(x.double(), dim=1), torch.cumprod(x, dim=1)
+    assert torch.isinf(native).any()
+    rel_l2, max_rel = native_error(native, exact)
+    assert 0 <= rel_l2 < 1e-5 and 0 <= max_rel < 1e-5  # was (nan, inf)
+    for bad in ((math.inf, math.inf), (math.nan, math.inf), (1e-4, math.nan)):
+        tol = tolerance_for(torch.float32, {}, False, bad)
+        assert math.isfinite(tol.rel_l2) and math.isfinite(tol.max_rel) and tol.max_rel == 3e-4
+        assert unfinite_note(bad, 0, 1) is not None
+    assert unfinite_note((1e-6, 1e-5), 0, 1) is None
 
 
 def test_fingerprint_detects_a_wrong_timed_output():

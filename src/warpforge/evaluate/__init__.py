@@ -11,6 +11,7 @@ to its own process can make it `correct`.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import random
 import secrets
@@ -39,7 +40,7 @@ from warpforge.evaluate.static import check_source
 from warpforge.evaluate.verdict import (CONTENT_CACHE_RATIO, SPEED_OF_LIGHT_SLACK, Reference, comparison_from,
                                         confirm_content_cache, content_cache_rejected, content_cache_suspected,
                                         decide, with_verdict)
-from warpforge.evaluate.verify import Comparison, RefSummary, degenerate_note, tolerance_for
+from warpforge.evaluate.verify import Comparison, RefSummary, degenerate_note, tolerance_for, unfinite_note
 from warpforge.task import Task
 
 __all__ = ["CONTENT_CACHE_RATIO", "SPEED_OF_LIGHT_SLACK", "Judge", "content_cache_suspected", "evaluate", "needs_build",
@@ -438,9 +439,12 @@ class Judge:
         if time_baselines:
             self._record_baselines(messages)
         dtypes = [getattr(torch, d.removeprefix("torch.")) for d in data.dtypes]
-        worst = [tuple(max(errs[j][k] for errs in data.native_errors) for k in (0, 1)) for j in range(len(dtypes))]
+        # the largest over the draws; a NaN is not lost to max()'s comparisons (it counts as infinite)
+        worst = [tuple(max(v if v == v else math.inf for v in (errs[j][k] for errs in data.native_errors))
+                       for k in (0, 1)) for j in range(len(dtypes))]
         tolerances = [tolerance_for(d, self.task.metadata, self.allow_tf32, (w[0], w[1])) for d, w in zip(dtypes, worst)]
         degenerate = [n for j, w in enumerate(worst) if (n := degenerate_note(w[0], j, len(worst)))]
+        degenerate += [n for j, w in enumerate(worst) if (n := unfinite_note(w, j, len(worst)))]
         # the first draw carries the reference process's start-up (and the baselines)
         seconds = time.monotonic() - (started if self._draws else self._server_started)
         self._draws += 1

@@ -41,7 +41,8 @@ from warpforge.evaluate.presets import fit_globals
 from warpforge.evaluate.protocol import (Baseline, BaselineFailed, Compare, Compared, Draw, Drawn, Loaded, ReferenceReady,
                                          ReferenceSpec, TaskFailed, Timed, TimeRound, parse, request_from_json)
 from warpforge.evaluate.sandbox import Channel, die_with_parent
-from warpforge.evaluate.verify import Comparison, Tolerance, compare, error_stats, reference_norm, summarize_reference
+from warpforge.evaluate.verify import (Comparison, Tolerance, compare, native_error, reference_norm,
+                                      summarize_reference)
 from warpforge.task import eval_metadata_expr, import_task_module, load_task
 
 SCALARS = (int, float, bool)
@@ -361,8 +362,7 @@ def _reference_outputs(model: torch.nn.Module, pristine: list[module_state.Saved
                 notes.append(f"float64 reference unavailable ({type(exc).__name__}); using the task's dtype")
                 exact = native
             dtypes = [o.dtype for o in native]
-            native_errors.append([list(error_stats(n, e)[1:]) if n.is_floating_point() else [0.0, 0.0]
-                                  for n, e in zip(native, exact)])
+            native_errors.append([list(native_error(n, e)) for n, e in zip(native, exact)])
             exact = [e.detach().to(torch.float64 if e.is_floating_point() else e.dtype) for e in exact]
             norms.append([reference_norm(e) for e in exact])
             outputs64.append([e.to("cpu") if on_host else e for e in exact])
