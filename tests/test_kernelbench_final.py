@@ -10,6 +10,8 @@ import json
 import math
 from pathlib import Path
 
+import pytest
+
 from test_archive import proposal, result
 
 from warpforge.archive import Archive
@@ -132,3 +134,34 @@ def test_pending_pairs_across_calls_and_a_best_that_changed(tmp_path: Path) -> N
     (out / "results" / "call-2.jsonl").write_text(json.dumps({**row_b, "speedup_interval": [1.02, 1.17]}) + "\n")
     clear = final.table(argparse.Namespace(archive=str(db), final=str(out), out=str(tmp_path / "t3"), results=results))
     assert clear["faster_than_eager"] == 1 and math.isclose(clear["geomean_ours"], math.sqrt(1.09))
+
+
+def test_a_best_the_review_set_aside_is_timed_beside_the_next_best_and_not_claimed(tmp_path: Path) -> None:
+    final = _final()
+    kb = tmp_path / "KernelBench"
+    (kb / "level2").mkdir(parents=True)
+    (kb / "level2" / "22_X.py").write_text("# a program\n")
+    sample = tmp_path / "sample.json"
+    sample.write_text(json.dumps({"tasks": [{"task": "level2/22_X", "path": "level2/22_X.py"}]}))
+    (tmp_path / "order.txt").write_text("")
+    db, out = tmp_path / "kb.db", tmp_path / "final"
+    with Archive(db) as archive:
+        run = archive.start_run({}, 0)
+        ids = []
+        for step, (source, ms) in enumerate([("fp16_split = 1\n", 0.5), ("tf32x3 = 1\n", 1.0)]):
+            ids.append(archive.add_candidate(run, proposal(source, task="level2/22_X"), step))
+            archive.add_evaluation(ids[-1], result(ms=ms, ref_ms=2.0))
+    with pytest.raises(SystemExit):
+        final.set_aside(["137"])
+    final.prepare(argparse.Namespace(archive=str(db), out=str(out), sample=str(sample), kernelbench=str(kb),
+                                     cudal1=str(tmp_path / "order.txt"), set_aside=[f"{ids[0]}=3xFP16 split"]))
+    meta = json.loads((out / "final_meta.json").read_text())[0]
+    assert meta["ours"]["candidate_id"] == ids[1] and meta["flagged"]["candidate_id"] == ids[0]
+    assert (out / "flagged" / meta["flagged"]["file"]).read_text() == "fp16_split = 1\n"
+    rows = [{"task": f"{kb}/level2/22_X.py", "candidate": str(out / side / meta[side]["file"]), "status": "correct",
+             "correct": True, "speedup": s} for side, s in (("ours", 1.6), ("flagged", 3.5))]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary = final.table(argparse.Namespace(archive=str(db), final=str(out), out=str(tmp_path / "t"),
+                                             results=[str(tmp_path / "r.jsonl")]))
+    assert math.isclose(summary["geomean_ours"], 1.6) and math.isclose(summary["geomean_ours_counting_set_aside"], 3.5)
+    assert "| 3.50x: 3xFP16 split |" in (tmp_path / "t" / "final_table.md").read_text()
