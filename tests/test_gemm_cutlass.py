@@ -240,6 +240,33 @@ def test_launch_refuses_bad_operands_before_touching_a_gpu() -> None:
         cutlass_sm90.matmul(a, b, cfg, "tn")
 
 
+def test_raster_and_swizzle_variants_parse_and_are_offered_where_tiles_fill_a_wave() -> None:
+    cfg = C("cutlass_128x128x64_c1x2_pingpong")
+    assert cutlass_sm90.parse_choice(cfg.name) == (cfg, "h", 1)
+    assert cutlass_sm90.parse_choice(f"{cfg.name}/n4") == (cfg, "n", 4)
+    for bad in (f"{cfg.name}/x4", f"{cfg.name}/n3", f"{cfg.name}/n", f"{cfg.name}/"):
+        with pytest.raises(UsageError, match="raster"):
+            cutlass_sm90.parse_choice(bad)
+    # 8192 x 8192 in 128 x 128 tiles: 4096 tiles, many waves; 1024 x 1024: 64 tiles, under one wave of 132 SMs
+    big = cutlass_sm90.variant_names(cfg, GemmShape(8192, 8192, 512), 132)
+    assert len(big) == 8 and {n.split("/")[1] for n in big} == {f"{r}{w}" for r in "mn" for w in (1, 2, 4, 8)}
+    assert all(cutlass_sm90.parse_choice(n)[0] == cfg for n in big)
+    assert cutlass_sm90.variant_names(cfg, GemmShape(1024, 1024, 4096), 132) == []
+    # the tuner takes the fastest screened configurations' variants (never a variant's variants)
+    screened = {"cutlass_128x128x64_c1x2_pingpong": {"ms": 1.0}, "cutlass_128x256x64_c2x1_coop": {"ms": 2.0},
+                "cutlass_64x128x64_c1x1_pingpong": {"ms": 3.0}, "cutlass_128x128x64_c1x2_pingpong/n4": {"ms": 0.5},
+                "triton_tile:x": {"ms": 0.1}}
+    cpu = tune.TuneSettings(families=("cutlass",), cutlass_variants=2)
+    picked = tune.cutlass_variants(screened, GemmShape(8192, 8192, 512), "cpu", cpu)
+    assert {cutlass_sm90.parse_choice(n)[0].name for n in picked} == {"cutlass_128x128x64_c1x2_pingpong",
+                                                                      "cutlass_128x256x64_c2x1_coop"}
+    assert tune.cutlass_variants(screened, GemmShape(8192, 8192, 512), "cpu",
+                                 tune.TuneSettings(cutlass_variants=0)) == []
+    with pytest.raises(UsageError, match="raster"):
+        cutlass_sm90.launch(torch.zeros(8, 8, dtype=torch.float16), torch.zeros(8, 8, dtype=torch.float16),
+                            torch.zeros(8, 8, dtype=torch.float16), cfg, "nn", "x", 1)
+
+
 def test_the_tuner_and_dispatcher_know_the_family(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "cutlass" in tune.FAMILIES and "cutlass" not in tune.OURS  # opt-in: measured on a sample only
     assert tune._is_ours("cutlass_128x128x64_c1x1_coop")
@@ -273,8 +300,11 @@ def test_a_real_instance_builds_for_sm90a_and_agrees_with_why_not(tmp_path: Path
     # CUTLASS's own can_implement takes exactly the shapes why_not lets through
     for m, n, k in ((1000, 1024, 4096), (1, 8, 8), (128, 128, 100), (128, 100, 128), (7, 50264, 768)):
         ok = cutlass_sm90.applicable(GemmShape(m, n, k), "nt", cfg)
-        status = lib.can_implement(m, n, k, k, k, n)
+        status = lib.can_implement(m, n, k, k, k, n, 0, 1)
         assert (status == 0) == ok, (m, n, k, lib.status(status))
+    # every raster order and swizzle is a run-time setting the library takes
+    for raster, swizzle in ((1, 2), (2, 8), (0, 4)):
+        assert lib.can_implement(1000, 1024, 4096, 4096, 4096, 1024, raster, swizzle) == 0
 
 
 # ---------------------------------------------------------------- GPU (Hopper)
@@ -319,6 +349,19 @@ def _error(name: str, m: int, n: int, k: int, dtype: str, layout: str, seed: int
 def test_matches_torch_in_fp32(prebuilt: None, name: str, layout: str, dtype: str) -> None:
     for m, n, k in GPU_SHAPES:
         assert _error(name, m, n, k, dtype, layout) < choices.tolerance(dtype), (m, n, k)
+
+
+@pytest.mark.gpu
+@needs_hopper
+@pytest.mark.parametrize("name", ["cutlass_128x128x64_c1x2_pingpong", "cutlass_128x256x64_c2x1_coop",
+                                  "cutlass_128x128x64_c1x1_streamk"])
+@pytest.mark.parametrize("variant", ["m1", "m8", "n2", "n4"])
+def test_raster_and_swizzle_variants_match_torch(prebuilt: None, name: str, variant: str) -> None:
+    cfg, raster, swizzle = cutlass_sm90.parse_choice(f"{name}/{variant}")
+    for m, n, k in ((2048, 3072, 512), (1000, 1024, 4096), (333, 136, 72)):
+        a, b = choices.make_inputs(GemmShape(m, n, k), "nn", "cuda", 7)
+        out = cutlass_sm90.matmul(a, b, cfg, "nn", raster, swizzle)
+        assert choices.rel_error(out, choices.reference(a, b, "nn")) < choices.tolerance("float16"), (m, n, k)
 
 
 @pytest.mark.gpu

@@ -36,6 +36,8 @@ def add_gemm_parser(sub: Any) -> None:
     t.add_argument("--no-cublaslt", action="store_true", help="skip the cuBLASLt algorithms (no nvmath-python)")
     t.add_argument("--lt-variants", type=int, default=2, metavar="N",
                    help="also time the heuristic's first N cuBLASLt algorithms reconfigured (split-K, CTA swizzling); 0: none")
+    t.add_argument("--cutlass-variants", type=int, default=2, metavar="N",
+                   help="time the N fastest CUTLASS configurations again with other raster orders and swizzles; 0: none")
     t.add_argument("--candidate", action="append", default=[], metavar="FILE",
                    help="also try this candidate kernel file (ModelNew.forward(a, b)) on every shape; repeatable")
     t.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu only for trying the tool (Triton interpreted)")
@@ -152,7 +154,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         if not Path(path).is_file():
             raise UsageError(f"--candidate {path} does not exist")
     settings = TuneSettings(families=families, cublaslt=not args.no_cublaslt, candidates=tuple(args.candidate),
-                            lt_variants=args.lt_variants)
+                            lt_variants=args.lt_variants, cutlass_variants=args.cutlass_variants)
     if args.quick:
         settings.max_configs = 4
         settings.screen = dict(warmup_ms=1.0, rep_ms=2.0, min_reps=3, max_reps=5)
@@ -232,6 +234,7 @@ def _tune_on_gpus(args: argparse.Namespace) -> int:
                   "--families", args.families, "--device", "cuda", "--out", str(out)]
     child_args += ["--sample", str(args.sample)] if args.sample else []
     child_args += ["--no-cublaslt"] * args.no_cublaslt + ["--quick"] * args.quick + ["--lt-variants", str(args.lt_variants)]
+    child_args += ["--cutlass-variants", str(args.cutlass_variants)]
     for path in args.candidate:
         child_args += ["--candidate", str(Path(path).resolve())]
     out.mkdir(parents=True, exist_ok=True)

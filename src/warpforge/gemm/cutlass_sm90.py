@@ -100,6 +100,36 @@ class CutlassConfig:
 
 _NAME = re.compile(r"cutlass_(\d+)x(\d+)x(\d+)_c(\d+)x(\d+)_([a-z]+)")
 
+# The tile scheduler's run-time settings, the same library for each: the order in which the
+# persistent CTAs walk the output tiles (h: CUTLASS's heuristic, m: along M, n: along N) and the
+# swizzle, how many tiles of the other dimension it walks as a band (more tiles sharing the same
+# rows of A or columns of B in L2 at once). A choice `cutlass_<config>/<raster><swizzle>` (e.g.
+# `/n4`) sets them; without the suffix it is `/h1`, CUTLASS's defaults.
+RASTERS = {"h": 0, "m": 1, "n": 2}
+SWIZZLES = (1, 2, 4, 8)
+
+
+def parse_choice(name: str) -> tuple[CutlassConfig, str, int]:
+    """`cutlass_<config>[/<h|m|n><1|2|4|8>]` -> (config, raster, swizzle)."""
+    base, sep, variant = name.partition("/")
+    cfg = CutlassConfig.from_name(base)
+    if not sep:
+        return cfg, "h", 1
+    if len(variant) < 2 or variant[0] not in RASTERS or not variant[1:].isdigit() or int(variant[1:]) not in SWIZZLES:
+        raise UsageError(f"{name!r}: a CUTLASS variant is /<raster><swizzle>, raster one of {', '.join(RASTERS)} "
+                         f"and swizzle one of {', '.join(map(str, SWIZZLES))} (e.g. {base}/n4)")
+    return cfg, variant[0], int(variant[1:])
+
+
+def variant_names(cfg: CutlassConfig, shape: GemmShape, num_sms: int = 132) -> list[str]:
+    """The raster/swizzle settings worth timing for `cfg` on `shape` beyond the defaults: each
+    raster along M and along N with every swizzle, where the tiles fill at least one wave of the
+    GPU (with fewer, every tile is in flight at once and the order does not change what L2 holds)."""
+    tiles = -(-shape.M // cfg.tile_m) * -(-shape.N // cfg.tile_n)
+    if tiles < num_sms:
+        return []
+    return [f"{cfg.name}/{r}{w}" for r in ("m", "n") for w in SWIZZLES]
+
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
 
 
@@ -182,7 +212,7 @@ class Library:
     def __init__(self, path: Path) -> None:
         self.path = path
         lib = ctypes.CDLL(str(path))
-        ints6 = [ctypes.c_int] * 6
+        ints8 = [ctypes.c_int] * 8  # m, n, k, lda, ldb, ldd, raster, swizzle
         self.version = lib.wf_cutlass_version
         self.version.restype, self.version.argtypes = ctypes.c_int, []
         self.name = lib.wf_cutlass_name
@@ -190,12 +220,12 @@ class Library:
         self.status_string = lib.wf_cutlass_status_string
         self.status_string.restype, self.status_string.argtypes = ctypes.c_char_p, [ctypes.c_int]
         self.can_implement = lib.wf_cutlass_can_implement
-        self.can_implement.restype, self.can_implement.argtypes = ctypes.c_int, ints6
+        self.can_implement.restype, self.can_implement.argtypes = ctypes.c_int, ints8
         self.workspace_size = lib.wf_cutlass_workspace_size
-        self.workspace_size.restype, self.workspace_size.argtypes = ctypes.c_size_t, ints6
+        self.workspace_size.restype, self.workspace_size.argtypes = ctypes.c_size_t, ints8
         self.gemm = lib.wf_cutlass_gemm
         self.gemm.restype = ctypes.c_int
-        self.gemm.argtypes = [ctypes.c_void_p] * 3 + ints6 + [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+        self.gemm.argtypes = [ctypes.c_void_p] * 3 + ints8 + [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
 
     def status(self, code: int) -> str:
         return (self.status_string(code) or b"?").decode()
@@ -228,7 +258,7 @@ def kernel(cfg: CutlassConfig, dtype: str, layout: str, device: torch.device | N
             # the library has its own (static) CUDA runtime: start it now, not in a first launch that
             # may be under CUDA graph capture
             with torch.cuda.device(device):
-                lib.workspace_size(64, 64, 64, 64, 64, 64)
+                lib.workspace_size(64, 64, 64, 64, 64, 64, 0, 1)
     return lib
 
 
@@ -257,10 +287,16 @@ def _workspace(device: torch.device, nbytes: int) -> Any:
     return ws
 
 
-def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: CutlassConfig, layout: str) -> None:
+def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: CutlassConfig, layout: str,
+           raster: str = "h", swizzle: int = 1) -> None:
     """out = a @ b ("nn", b is (K, N)) or a @ b.T ("nt", b is the (N, K) weight), on torch's current
-    stream. After the first call per (device, stream) it allocates nothing (the stream-K workspace is cached)."""
+    stream, the tiles walked in `raster` order with `swizzle` (RASTERS, SWIZZLES). After the first
+    call per (device, stream) it allocates nothing (the stream-K workspace is cached)."""
     import torch
+
+    if raster not in RASTERS or swizzle not in SWIZZLES:
+        raise UsageError(f"raster must be one of {', '.join(RASTERS)} and swizzle one of {SWIZZLES}, "
+                         f"not {raster!r} and {swizzle!r}")
 
     m, n, k, dtype = check_operands(a, b, out, layout, "a CUTLASS kernel", "TMA")
     reason = _why_not(m, n, k, dtype, layout, cfg)
@@ -274,15 +310,17 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: CutlassConf
     lib = kernel(cfg, dtype, layout, a.device)
     ld = (k, b.stride(0), n)  # lda, ldb (N for nn, K for nt), ldd
     with torch.cuda.device(a.device):  # the library's cudart uses the thread's current device
-        nbytes = lib.workspace_size(m, n, k, *ld)
+        order = (RASTERS[raster], swizzle)
+        nbytes = lib.workspace_size(m, n, k, *ld, *order)
         ws = _workspace(a.device, nbytes).data_ptr() if nbytes else None
         stream = torch.cuda.current_stream(a.device).cuda_stream
-        status = lib.gemm(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, *ld, stream, ws, nbytes)
+        status = lib.gemm(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, *ld, *order, stream, ws, nbytes)
     if status:
         raise HarnessError(f"CUTLASS {cfg.name} ({dtype}, {layout}) failed on M={m} N={n} K={k}: {lib.status(status)}")
 
 
-def matmul(a: torch.Tensor, b: torch.Tensor, cfg: CutlassConfig, layout: str = "nn") -> torch.Tensor:
+def matmul(a: torch.Tensor, b: torch.Tensor, cfg: CutlassConfig, layout: str = "nn", raster: str = "h",
+           swizzle: int = 1) -> torch.Tensor:
     """A new (M, N) tensor = a @ b ("nn") or a @ b.T ("nt"), in a's dtype."""
     import torch
 
@@ -292,5 +330,5 @@ def matmul(a: torch.Tensor, b: torch.Tensor, cfg: CutlassConfig, layout: str = "
         raise UsageError(f"a and b must be 2-D, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
     n = b.shape[1] if layout == "nn" else b.shape[0]
     out = torch.empty((a.shape[0], n), dtype=a.dtype, device=a.device)
-    launch(a, b, out, cfg, layout)
+    launch(a, b, out, cfg, layout, raster, swizzle)
     return out

@@ -9,7 +9,9 @@ For one shape (and layout):
    `lt_variants` algorithms reconfigured within their capabilities (split-K, CTA swizzling);
 3. our kernels: the pruned configurations of each family (triton_gemm.candidate_configs,
    cuda_mma.configs, cutlass_sm90.candidate_configs on Hopper), each verified on both input sets before it is timed (relative L2 error
-   below `choices.tolerance`, edge tiles included whenever the tile does not divide the shape);
+   below `choices.tolerance`, edge tiles included whenever the tile does not divide the shape),
+   and the fastest CUTLASS configurations again with their tile scheduler's raster orders and
+   swizzles (`cutlass_variants`);
 4. a short screen (`SCREEN` budget) of everything, then the leaders re-timed with the harness's
    full budget (`FINAL`); every time is `evaluate.bench.time_calls`: L2 flushed by a read before
    each call, device time between events behind a spin kernel, medians and IQRs;
@@ -59,6 +61,8 @@ class TuneSettings:
     cublaslt: bool = True
     lt_variants: int = 2
     """reconfigure the heuristic's first N cuBLASLt algorithms too (split-K, CTA swizzling; 0: none)"""
+    cutlass_variants: int = 2
+    """screen the N fastest CUTLASS configurations again with other raster orders and swizzles (0: none)"""
     finalists: int = 3
     max_configs: int = 24
     seed: int = 0
@@ -169,7 +173,22 @@ def prebuild(names: list[str], dtype: str, layout: str) -> None:
     if wanted:
         from warpforge.gemm import cutlass_build, cutlass_sm90
 
-        cutlass_build.build_all((cutlass_sm90.CutlassConfig.from_name(n), dtype, layout) for n in wanted)
+        cutlass_build.build_all((cutlass_sm90.parse_choice(n)[0], dtype, layout) for n in wanted)
+
+
+def cutlass_variants(screened: dict[str, dict[str, Any]], shape: GemmShape, device: str,
+                     settings: TuneSettings) -> list[str]:
+    """The `cutlass_variants` fastest screened CUTLASS configurations again, with their tile
+    scheduler's other raster orders and swizzles (run-time settings of the same library;
+    cutlass_sm90.variant_names says where they are worth timing)."""
+    leaders = sorted((n for n in screened if n.startswith("cutlass_") and "/" not in n),
+                     key=lambda n: screened[n]["ms"])[: settings.cutlass_variants]
+    if not leaders:
+        return []
+    from warpforge.gemm import cutlass_sm90, triton_gemm
+
+    sms = triton_gemm.num_sms(torch.device(device))
+    return [v for n in leaders for v in cutlass_sm90.variant_names(cutlass_sm90.parse_choice(n)[0], shape, sms)]
 
 
 def record_head(shape: GemmShape, layout: str, device: str) -> dict[str, Any]:
@@ -228,6 +247,8 @@ def _tune_shape(shape: GemmShape, layout: str, device: str, settings: TuneSettin
     ours = our_choices(shape, layout, device, settings)
     prebuild(ours, shape.dtype, layout)
     for name in ours:
+        screen(name, "ours")
+    for name in cutlass_variants(screened, shape, device, settings):
         screen(name, "ours")
     if "torch" not in screened:
         raise RuntimeError(f"torch.matmul itself failed on {shape}: {record['candidates'][0]}")

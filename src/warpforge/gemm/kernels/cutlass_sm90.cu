@@ -101,8 +101,11 @@ int sm_count(int device) {
   return counts[device];
 }
 
+// raster: 0 CUTLASS's heuristic, 1 along M, 2 along N (the order of cutlass::gemm::kernel::detail::
+// RasterOrderOptions); swizzle: the tile scheduler's max_swizzle_size (1, 2, 4 or 8). Both are the
+// persistent and stream-K schedulers' run-time arguments: one library serves every setting.
 typename Gemm::Arguments make_arguments(const void* a, const void* b, void* d, int m, int n, int k,
-                                        int lda, int ldb, int ldd, int device) {
+                                        int lda, int ldb, int ldd, int raster, int swizzle, int device) {
   // Strides of (row/col, K, L) for A and B and of (M, N, L) for D; the unit stride is a static _1.
   auto stride_a = make_stride(int64_t(lda), Int<1>{}, int64_t(0));
 #if WF_B_KMAJOR
@@ -127,6 +130,8 @@ typename Gemm::Arguments make_arguments(const void* a, const void* b, void* d, i
       hw_info};
   args.epilogue.thread.alpha = 1.0f;
   args.epilogue.thread.beta = 0.0f;
+  args.scheduler.raster_order = static_cast<decltype(args.scheduler.raster_order)>(raster);
+  args.scheduler.max_swizzle_size = swizzle;
   return args;
 }
 
@@ -147,32 +152,33 @@ const char* wf_cutlass_status_string(int status) {
 
 // 0 when this kernel can compute the problem (alignment, sizes), else a cutlass::Status code.
 // Host arithmetic only: no GPU is touched.
-int wf_cutlass_can_implement(int m, int n, int k, int lda, int ldb, int ldd) {
-  auto args = wf::make_arguments(nullptr, nullptr, nullptr, m, n, k, lda, ldb, ldd, 0);
+int wf_cutlass_can_implement(int m, int n, int k, int lda, int ldb, int ldd, int raster, int swizzle) {
+  auto args = wf::make_arguments(nullptr, nullptr, nullptr, m, n, k, lda, ldb, ldd, raster, swizzle, 0);
   args.hw_info.sm_count = 1;  // not used by the check; avoids asking a device
   return static_cast<int>(wf::Gemm::can_implement(args));
 }
 
 // Bytes of device workspace one call needs on the current device (0 for the persistent scheduler;
 // stream-K keeps partial tiles and flags there).
-size_t wf_cutlass_workspace_size(int m, int n, int k, int lda, int ldb, int ldd) {
+size_t wf_cutlass_workspace_size(int m, int n, int k, int lda, int ldb, int ldd, int raster, int swizzle) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
     return 0;
   }
-  return wf::Gemm::get_workspace_size(wf::make_arguments(nullptr, nullptr, nullptr, m, n, k, lda, ldb, ldd, device));
+  return wf::Gemm::get_workspace_size(
+      wf::make_arguments(nullptr, nullptr, nullptr, m, n, k, lda, ldb, ldd, raster, swizzle, device));
 }
 
 // D = A . B on `stream` (a cudaStream_t; 0 is the legacy default stream). Returns 0 or a status code
 // (wf_cutlass_status_string). Allocates nothing: `workspace` holds at least
 // wf_cutlass_workspace_size() bytes (any pointer when that is 0).
 int wf_cutlass_gemm(const void* a, const void* b, void* d, int m, int n, int k, int lda, int ldb, int ldd,
-                    void* stream, void* workspace, size_t workspace_bytes) {
+                    int raster, int swizzle, void* stream, void* workspace, size_t workspace_bytes) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
     return wf::kNoDevice;
   }
-  auto args = wf::make_arguments(a, b, d, m, n, k, lda, ldb, ldd, device);
+  auto args = wf::make_arguments(a, b, d, m, n, k, lda, ldb, ldd, raster, swizzle, device);
   cutlass::Status status = wf::Gemm::can_implement(args);
   if (status != cutlass::Status::kSuccess) {
     return static_cast<int>(status);
