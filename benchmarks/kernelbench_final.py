@@ -4,12 +4,15 @@ same task, all through warpforge's evaluator; then the table, pass@k, speedup@k,
 custom-kernel share, tokens and cost.
 
     # here: the best verified kernel of each task, and CUDA-L1's, into one eval-batch manifest
-    python benchmarks/kernelbench_final.py prepare --archive .campaign/kb22/kb.db --out .campaign/kb22/final
-    # the GPU machine (one run, one worker per GPU):
-    python -m warpforge.cli eval-batch --manifest .campaign/kb22/final/manifest.txt --device cuda --json > OUT/final.jsonl
-    # here again:
+    python benchmarks/kernelbench_final.py prepare --archive .campaign/kb22/kb.db --out .campaign/kb22/final \\
+        [--set-aside ID=REASON ...]
+    python benchmarks/kernelbench_final.py pending --final .campaign/kb22/final
+    # the GPU machine (one worker per GPU; carry .sandbox .kb .campaign/kb22/final):
+    bash benchmarks/kernelbench_final.sh OUT .campaign/kb22/final 540
+    # here again, after each call (then `pending` again until none is left):
+    cp OUT/final.jsonl .campaign/kb22/final/results/call-N.jsonl
     python benchmarks/kernelbench_final.py table --archive .campaign/kb22/kb.db --final .campaign/kb22/final \\
-        --results OUT/final.jsonl --out benchmarks/results/kernelbench_campaign_DATE
+        --results .campaign/kb22/final/results/*.jsonl --out benchmarks/results/kernelbench_campaign_DATE
 
 A manifest too long for one device call runs in parts: `pending --final DIR [--match RE]
 [--exclude RE]` writes DIR/pending.txt, the pairs without a result in DIR/results/*.jsonl yet, and
@@ -289,8 +292,8 @@ def main() -> None:
     t.add_argument("--archive", required=True)
     t.add_argument("--final", required=True, help="the folder `prepare` wrote")
     t.add_argument("--results", required=True, nargs="+",
-                   help="eval-batch --json output of the manifest (several files if it ran in parts: "
-                        "`grep` a part of manifest.txt per device call; a later file's result of a pair wins)")
+                   help="eval-batch --json output of the manifest (several files if it ran in parts, "
+                        "one per device call; a later file's result of a pair wins)")
     t.add_argument("--out", required=True)
     q = sub.add_parser("pending", help="the manifest's pairs without a result yet, into FINAL/pending.txt")
     q.add_argument("--final", required=True, help="the folder `prepare` wrote; results of earlier calls in its results/")
