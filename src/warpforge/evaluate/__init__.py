@@ -439,9 +439,10 @@ class Judge:
         if time_baselines:
             self._record_baselines(messages)
         dtypes = [getattr(torch, d.removeprefix("torch.")) for d in data.dtypes]
-        # the largest over the draws; a NaN is not lost to max()'s comparisons (it counts as infinite)
-        worst = [tuple(max(v if v == v else math.inf for v in (errs[j][k] for errs in data.native_errors))
-                       for k in (0, 1)) for j in range(len(dtypes))]
+        def largest(j: int, k: int) -> float:  # over the draws; a NaN counts as infinite (max() would lose it)
+            return max(v if v == v else math.inf for v in (errs[j][k] for errs in data.native_errors))
+
+        worst = [(largest(j, 0), largest(j, 1)) for j in range(len(dtypes))]
         tolerances = [tolerance_for(d, self.task.metadata, self.allow_tf32, (w[0], w[1])) for d, w in zip(dtypes, worst)]
         degenerate = [n for j, w in enumerate(worst) if (n := degenerate_note(w[0], j, len(worst)))]
         degenerate += [n for j, w in enumerate(worst) if (n := unfinite_note(w, j, len(worst)))]
