@@ -213,3 +213,29 @@ class ModelNew(nn.Module):
         ones = judge.evaluate(Candidate(body.format(value=1.0)))
     assert zeros.correct  # within the program's own rounding noise of the exact answer, 0
     assert ones.status == "incorrect", ones.reason
+
+
+def test_a_candidate_passing_close_to_the_bar_is_told_so_and_an_honest_one_is_not() -> None:
+    """A correct candidate whose relative L2 error is over half the tolerance gets a warning (a
+    lower-precision scheme passes like that: KernelBench level2/95's best sat at 98.5 % of it)."""
+    from warpforge import evaluate
+    from warpforge.candidate import Candidate
+    from warpforge.evaluate.verify import thin_margin_note
+
+    task = load_task(TASKS / "matmul.py")
+    honest = evaluate(task, as_candidate(task), EvalConfig(**FAST))  # type: ignore[arg-type]
+    assert honest.status == "correct" and not any("thin margin" in w for w in honest.warnings)
+    bar = honest.tolerance["rel_l2"]
+    close = Candidate(f"""import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        return torch.matmul(a, b) * (1.0 + {0.8 * bar!r})
+""")
+    result = evaluate(task, close, EvalConfig(**FAST))  # type: ignore[arg-type]
+    assert result.status == "correct", result.reason
+    assert any("thin margin" in w and "80%" in w for w in result.warnings), result.warnings
+    assert thin_margin_note(1e-5, [Tolerance(3e-5, 3e-4)]) is None
+    assert thin_margin_note(2e-5, [Tolerance(3e-5, 3e-4), Tolerance(3e-5, 3e-4)]) is None  # one output only

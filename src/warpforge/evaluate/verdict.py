@@ -21,7 +21,7 @@ from warpforge.evaluate import compile as compile_mod
 from warpforge.evaluate.paired import Rounds
 from warpforge.evaluate.protocol import Compared, Evidence, Loaded, ParentView
 from warpforge.evaluate.sandbox import ChildOutcome
-from warpforge.evaluate.verify import Comparison, RefSummary, Tolerance, compare_fingerprint
+from warpforge.evaluate.verify import Comparison, RefSummary, Tolerance, compare_fingerprint, thin_margin_note
 
 SPEED_OF_LIGHT_SLACK = 1.5  # a result this many times faster than the datasheet roofline is impossible
 # repeat calls (values seen before, new addresses) this many times faster than first-seen values
@@ -121,6 +121,8 @@ def decide(outcome: ChildOutcome, view: ParentView, reference: Reference, cfg: E
         how = f"was killed by {outcome.signal_name}" if outcome.signal_name else f"exited with code {outcome.returncode}"
         return with_verdict(common, "crashed", f"the candidate process {how} during the {stage} stage, before the harness "
                           "finished (anything it printed is ignored)", stage)
+    if (thin := thin_margin_note(comparison.rel_l2_err, reference.tolerances)) is not None:
+        common = dataclasses.replace(common, warnings=(*common.warnings, thin))
     if not cfg.bench:
         return with_verdict(common, "correct", comparison.reason + " (not timed)", "verify")
     return _decide_bench(evidence, reference, cfg, common, comparison, view.summaries, view.rounds)
