@@ -43,8 +43,8 @@ def load(path: Path) -> list[dict]:
     shapes = []
     for line in path.read_text().splitlines():
         r = json.loads(line)
-        times = {c["name"]: c["screen"]["ms"] for c in r.get("candidates", [])
-                 if c.get("status") == "ok" and (c.get("screen") or {}).get("ms")}
+        times = {c["name"]: (c.get("screen") or c["prescreen"])["ms"] for c in r.get("candidates", [])
+                 if c.get("status") == "ok" and (c.get("screen") or c.get("prescreen") or {}).get("ms")}
         if "torch" not in times:
             continue
         portable = {n: t for n, t in times.items() if n.startswith(PORTABLE)}

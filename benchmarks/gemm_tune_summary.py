@@ -33,7 +33,7 @@ def summarize(path: str) -> None:
             refused = c["status"] == "error" and "of workspace on this problem" in str(c.get("error", ""))
             statuses["refused (workspace cap)" if refused else c["status"]] += 1
             if c["status"] == "ok":
-                ms = c.get("final", c["screen"])["ms"]
+                ms = (c.get("final") or c.get("screen") or c["prescreen"])["ms"]  # prescreen: left after a first look
                 fastest[family(c["name"])] = min(ms, fastest.get(family(c["name"]), ms))
         for fam, ms in fastest.items():
             best[fam].append(torch_ms / ms)

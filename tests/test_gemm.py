@@ -148,6 +148,20 @@ def test_tuner_keeps_torch_unless_a_kernel_wins_beyond_noise(monkeypatch: pytest
 
 
 @needs_triton
+def test_a_kernel_far_behind_after_its_first_look_is_not_screened_further(monkeypatch: pytest.MonkeyPatch) -> None:
+    shape = GemmShape(32, 64, 64)
+    first, second = _ours(shape)
+    _fake_timings(monkeypatch, {"torch": (1.00, 0.02), first: (1.2, 0.02), second: (2.0, 0.01)})
+    rec = tune.tune_shape(shape, "nn", "cpu", _settings())
+    entries = {c["name"]: c for c in rec["candidates"]}
+    assert "prescreen" in entries[first] and "screen" in entries[first]  # within 1.5x: screened in full
+    assert "prescreen" in entries[second] and "screen" not in entries[second] and "first look" in entries[second]["note"]
+    assert entries[second]["status"] == "ok" and "final" not in entries[second]
+    rec = tune.tune_shape(shape, "nn", "cpu", _settings(prescreen=None))  # off: every kernel screened in full
+    assert all("screen" in c and "prescreen" not in c for c in rec["candidates"] if c["status"] == "ok")
+
+
+@needs_triton
 def test_a_shapes_timing_runs_collect_only_what_the_shape_allocated(monkeypatch: pytest.MonkeyPatch) -> None:
     """The heap is frozen while a shape is timed (each timing run's full collection would otherwise
     scan all of torch and Triton, 50 ms a run), and unfrozen after it, also when the shape fails."""

@@ -12,7 +12,8 @@ For one shape (and layout):
    below `choices.tolerance`, edge tiles included whenever the tile does not divide the shape),
    and the fastest CUTLASS configurations again with their tile scheduler's raster orders and
    swizzles (`cutlass_variants`);
-4. a short screen (`SCREEN` budget) of everything, then the leaders re-timed with the harness's
+4. a short screen (`SCREEN` budget) of everything (our kernels after a first look, `PRESCREEN`,
+   that leaves out those over `drop_slower_than` times the best baseline), then the leaders re-timed with the harness's
    full budget (`FINAL`); every time is `evaluate.bench.time_calls`: L2 flushed by a read before
    each call, device time between events behind a spin kernel, medians and IQRs;
 5. the choice: cuBLASLt or padding replace torch.matmul only when faster beyond the measured
@@ -46,6 +47,9 @@ from warpforge import jsonl
 from warpforge.gemm.shapes import GemmShape, gpu_slug
 
 SCREEN = dict(warmup_ms=5.0, rep_ms=15.0, min_reps=5, max_reps=60)
+# a first look at each of our kernels: one clearly out of the running (slower than
+# `drop_slower_than` times the best baseline here) is not screened further
+PRESCREEN = dict(warmup_ms=1.0, rep_ms=3.0, min_reps=3, max_reps=10)
 FINAL = dict(warmup_ms=25.0, rep_ms=100.0, min_reps=10, max_reps=300)
 FAMILIES = ("triton", "mma", "cutlass")
 # the default families; cutlass (CUTLASS sm90 wgmma + TMA kernels) is asked for by name: measured on
@@ -67,6 +71,8 @@ class TuneSettings:
     max_configs: int = 24
     seed: int = 0
     screen: dict[str, Any] = field(default_factory=lambda: dict(SCREEN))
+    prescreen: dict[str, Any] | None = field(default_factory=lambda: dict(PRESCREEN))
+    """our kernels' first look (None: screen every one in full)"""
     final: dict[str, Any] = field(default_factory=lambda: dict(FINAL))
     drop_slower_than: float = 1.5
     """screened choices slower than this multiple of the best screened baseline are not re-timed"""
@@ -223,7 +229,13 @@ def _tune_shape(shape: GemmShape, layout: str, device: str, settings: TuneSettin
                 entry["status"] = "incorrect"
             else:
                 entry["status"] = "ok"
-                entry["screen"] = screened[name] = sb.time(fns[name], settings.screen, rng=rng)
+                base = min((s["ms"] for n, s in screened.items() if not _is_ours(n)), default=None)
+                if kind == "ours" and settings.prescreen and base:
+                    entry["prescreen"] = sb.time(fns[name], settings.prescreen, rng=rng)
+                    if entry["prescreen"]["ms"] > settings.drop_slower_than * base:
+                        entry["note"] = f"left after its first look: over {settings.drop_slower_than:g}x the best baseline"
+                if "note" not in entry:
+                    entry["screen"] = screened[name] = sb.time(fns[name], settings.screen, rng=rng)
         except Exception as exc:  # a kernel that does not compile or launch is recorded, not fatal
             entry["status"] = "error"
             entry["error"] = f"{type(exc).__name__}: {exc}"[:400]
