@@ -44,3 +44,13 @@ def test_the_report_is_written_whether_or_not_a_task_improved(tmp_path, llm, opt
     assert code == script_rc
     assert any("warpforge.cli optimize" in c and ("replay:" not in c) == bool(llm) for c in calls)
     assert any("warpforge.cli report" in c for c in calls) == reported
+
+
+def test_the_demo_finds_every_bundled_example_in_the_checkout() -> None:
+    """`warpforge demo` looks for examples/ beside src/; when the CLI became a package the walk
+    up from its file came one level short (src/examples), and the README's main job stopped at once."""
+    from warpforge.cli import DEMO_EXAMPLES, EXAMPLES_DIR
+
+    assert EXAMPLES_DIR == ROOT / "examples"
+    missing = [name for _, name, _ in DEMO_EXAMPLES if not (EXAMPLES_DIR / name).is_file()]
+    assert not missing, missing

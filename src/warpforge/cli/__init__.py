@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from collections.abc import Callable, Sequence
 
 from warpforge.cli.common import add_eval_options, add_sandbox_option, config_from_args, sandbox_from_args, tasks_of
@@ -163,15 +164,18 @@ DEMO_EXAMPLES = [
 ]
 
 
+# the source checkout's examples/ (this file is src/warpforge/cli/__init__.py; when the CLI was one
+# module, cli.py, the same walk took one step less, and the demo looked in src/examples)
+EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Evaluate each bundled example against its suite task; a table on stderr, JSON lines on request."""
-    from pathlib import Path
-
     from warpforge import Candidate, EvalConfig, evaluate, load_task
     from warpforge import metrics
 
     config = EvalConfig(device=args.device, sandbox=sandbox_from_args(args)).resolved()
-    examples_dir = Path(__file__).resolve().parents[2] / "examples"
+    examples_dir = EXAMPLES_DIR
     if not examples_dir.is_dir():
         raise UsageError(f"the examples folder {examples_dir} is missing: run the demo from a source checkout")
     pairs = [(t, examples_dir / f) for t, f, devices in DEMO_EXAMPLES if config.device in devices]
