@@ -54,3 +54,17 @@ def test_the_demo_finds_every_bundled_example_in_the_checkout() -> None:
     assert EXAMPLES_DIR == ROOT / "examples"
     missing = [name for _, name, _ in DEMO_EXAMPLES if not (EXAMPLES_DIR / name).is_file()]
     assert not missing, missing
+
+
+@pytest.mark.slow
+def test_the_demo_evaluates_the_bundled_examples_on_the_cpu() -> None:
+    """The main job's first half for real (1-2 minutes: the C++ example compiles): every bundled
+    CPU example is evaluated, verified and timed against its suite task."""
+    import json
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "warpforge.cli", "demo", "--device", "cpu", "--json"],
+                          capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 3 and all(r["status"] == "correct" and r["speedup"] for r in rows), rows
