@@ -49,11 +49,27 @@ def table(run: str) -> list[dict[str, Any]]:
     return rows
 
 
+def final_estimate(runs: list[str], kernels: int) -> float:
+    """GPU-seconds for evaluating `kernels` kernels of every task seen in `runs` in one more run."""
+    by_task: dict[str, list[dict[str, float]]] = {}
+    for run in runs:
+        for r in results(run):
+            if r.get("stage_seconds"):
+                by_task.setdefault(str(r.get("task")), []).append(r["stage_seconds"])
+    return sum(max(s.get("reference", 0.0) for s in ss)
+               + kernels * statistics.median(s.get("candidate_process", 0.0) for s in ss) for ss in by_task.values())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", help="result folders or results.tgz files")
     ap.add_argument("--out", help="save the rows as JSON")
+    ap.add_argument("--final-kernels", type=int, metavar="N",
+                    help="also estimate a final run of N kernels a task over these results' tasks: each task's "
+                         "slowest reference start plus N times its median candidate process")
     args = ap.parse_args()
+    if args.final_kernels:
+        print(f"estimated final run: {final_estimate(args.runs, args.final_kernels):.0f} GPU-seconds")
     rows = [row for run in args.runs for row in table(run)]
     cols = ("results",) + STAGES
     # the reference process's parts read as ref_draw, ref_outputs, ...: the first ten letters
