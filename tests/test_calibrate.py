@@ -4,6 +4,7 @@ for stateful tasks and for fp16 outputs that overflow; the rules behind it (stat
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -236,6 +237,7 @@ class ModelNew(nn.Module):
 """)
     result = evaluate(task, close, EvalConfig(**FAST))  # type: ignore[arg-type]
     assert result.status == "correct", result.reason
-    assert any("thin margin" in w and "80%" in w for w in result.warnings), result.warnings
+    shares = [int(m.group(1)) for w in result.warnings if (m := re.search(r"thin margin: .* is (\d+)% of", w))]
+    assert len(shares) == 1 and 75 <= shares[0] <= 90, result.warnings  # 80 % of the bar, plus its rounding
     assert thin_margin_note(1e-5, [Tolerance(3e-5, 3e-4)]) is None
     assert thin_margin_note(2e-5, [Tolerance(3e-5, 3e-4), Tolerance(3e-5, 3e-4)]) is None  # one output only
