@@ -380,12 +380,17 @@ __global__ void __launch_bounds__(THREADS, 2)   // 64-register budget, 8 loads i
 huber_fused_kernel(const float* __restrict__ p, double* partials) {}
 __global__ /* a block comment: x-y */ void
 scale(float* y) {}
+__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 3)
+l1norm_cluster_kernel(const float* x, float* y) {}
+__global__ void __attribute__((noinline)) __maxnreg__(64) tail_k(float* y) {}
 '''
 
 
 def test_kernel_names_are_found_past_comments():
     """A comment between the launch bounds and the name (KernelBench level1/96's best in issue 22's
     campaign: `__launch_bounds__(THREADS, 2)   // 64-register budget ...`) hid the kernel, and the
-    profile then called the candidate a PyTorch rewrite."""
+    profile then called the candidate a PyTorch rewrite. So did a cluster kernel's attribute, read
+    as its name (level1/38's best: `__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 3)`)."""
     report = check_source(HEADER + f"cuda_src = {CUDA_WITH_COMMENTS!r}\n" + MODEL)
-    assert report.rejected is None and set(report.kernel_names) == {"huber_fused_kernel", "scale"}
+    assert report.rejected is None
+    assert set(report.kernel_names) == {"huber_fused_kernel", "scale", "l1norm_cluster_kernel", "tail_k"}
