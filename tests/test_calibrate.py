@@ -216,6 +216,31 @@ class ModelNew(nn.Module):
     assert ones.status == "incorrect", ones.reason
 
 
+def test_an_input_insensitive_task_is_named_and_a_sensitive_one_is_not() -> None:
+    """A task whose output hardly moves across input sets (under the tolerance) is one an input-free
+    program passes: the verdict says so (KernelBench level3/24's review found it by hand). The
+    constant program passes too, which is why the warning exists; a real task gets no warning."""
+    from warpforge import Candidate, evaluate
+
+    task = load_task(TASKS / "insensitive_output.py")
+    own = evaluate(task, as_candidate(task), EvalConfig(**FAST))  # type: ignore[arg-type]
+    assert own.status == "correct", own.reason
+    assert any("input-insensitive task" in w for w in own.warnings), own.warnings
+    constant = task.source.split("class Model")[0] + """
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.linspace(-1.0, 1.0, COLS))
+
+    def forward(self, x):
+        return (self.bias * (1 + 1e-6 + 1e-12)).expand(x.shape[0], -1).clone()
+"""
+    assert evaluate(task, Candidate(constant), EvalConfig(**FAST)).correct  # type: ignore[arg-type]
+    sensitive = load_task(TASKS / "matmul.py")
+    honest = evaluate(sensitive, as_candidate(sensitive), EvalConfig(**FAST))  # type: ignore[arg-type]
+    assert honest.correct and not any("input-insensitive" in w for w in honest.warnings), honest.warnings
+
+
 def test_a_candidate_passing_close_to_the_bar_is_told_so_and_an_honest_one_is_not() -> None:
     """A correct candidate whose relative L2 error is over half the tolerance gets a warning (a
     lower-precision scheme passes like that: KernelBench level2/95's best sat at 98.5 % of it)."""

@@ -226,8 +226,10 @@ def test_sets_drawn_one_at_a_time_get_their_outputs_norms_and_a_failed_draw_is_n
     module = types.SimpleNamespace(get_inputs=get_inputs)
     pristine = module_state.snapshot(model)
     sets = reference._iter_trials(module, {}, [1, 2, 3], "cpu")
-    outputs, norms, inputs, dtypes, errors, _ = reference._reference_outputs(model, pristine, sets, "cpu", on_host=True)
+    outputs, norms, inputs, dtypes, errors, _, spreads = reference._reference_outputs(model, pristine, sets, "cpu",
+                                                                                      on_host=True)
     assert len(outputs) == len(norms) == len(inputs) == len(errors) == 3 and dtypes == [torch.float32]
+    assert spreads[0] is not None and spreads[0] > 0.1  # a linear layer's outputs move with its inputs
     for out, norm, x in zip(outputs, norms, inputs):
         assert out[0].dtype == torch.float64 and norm[0] == reference_norm(out[0])
         expected = model.double()(x[0].double())

@@ -40,7 +40,8 @@ from warpforge.evaluate.static import check_source
 from warpforge.evaluate.verdict import (CONTENT_CACHE_RATIO, SPEED_OF_LIGHT_SLACK, Reference, comparison_from,
                                         confirm_content_cache, content_cache_rejected, content_cache_suspected,
                                         decide, with_verdict)
-from warpforge.evaluate.verify import Comparison, RefSummary, degenerate_note, tolerance_for, unfinite_note
+from warpforge.evaluate.verify import (Comparison, RefSummary, degenerate_note, insensitive_note, tolerance_for,
+                                        unfinite_note)
 from warpforge.task import Task
 
 __all__ = ["CONTENT_CACHE_RATIO", "SPEED_OF_LIGHT_SLACK", "Judge", "content_cache_suspected", "evaluate", "needs_build",
@@ -446,6 +447,8 @@ class Judge:
         tolerances = [tolerance_for(d, self.task.metadata, self.allow_tf32, (w[0], w[1])) for d, w in zip(dtypes, worst)]
         degenerate = [n for j, w in enumerate(worst) if (n := degenerate_note(w[0], j, len(worst)))]
         degenerate += [n for j, w in enumerate(worst) if (n := unfinite_note(w, j, len(worst)))]
+        degenerate += [n for j, (spread, tol) in enumerate(zip(data.spreads, tolerances))
+                       if (n := insensitive_note(spread, tol, j, len(tolerances)))]
         # the first draw carries the reference process's start-up (and the baselines)
         seconds = time.monotonic() - (started if self._draws else self._server_started)
         self._draws += 1

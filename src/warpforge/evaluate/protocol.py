@@ -201,6 +201,9 @@ class ReferenceReady(Message):
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     """The reference process's parts of the draw, by name (reference_draw, reference_outputs,
     reference_hand_over), reported inside the result's `reference` stage."""
+    spreads: list[float | None] = dataclasses.field(default_factory=list)
+    """[output] -> how far its float64 values move across the draw's sets (relative L2, the
+    largest change from the first set; None for one set or a non-float output)."""
 
 
 @dataclasses.dataclass(frozen=True)

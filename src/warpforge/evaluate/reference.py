@@ -20,6 +20,7 @@ import gc
 import hashlib
 import itertools
 import json
+import math
 import os
 import random
 import sys
@@ -158,7 +159,7 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
     parts["reference_draw"] = time.monotonic() - started
     started = time.monotonic()
     try:
-        outputs64, norms, trials, native_dtypes, native_errors, output_notes = _reference_outputs(
+        outputs64, norms, trials, native_dtypes, native_errors, output_notes, spreads = _reference_outputs(
             model, pristine, sets, device, on_host=big)
         notes += output_notes
     except _DrawFailed as failed:
@@ -190,7 +191,7 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
     channel.post(ReferenceReady(
         [str(d) for d in native_dtypes], native_errors, notes, [int(o.numel()) for o in outputs64[0]], len(trials),
         verify_sets, sum(x.numel() * x.element_size() for x in trials[0] if isinstance(x, torch.Tensor)),
-        {k: round(v, 3) for k, v in parts.items()}))
+        {k: round(v, 3) for k, v in parts.items()}, spreads))
     if request.time_baselines and sys.stdin.readline().strip() == "time":  # the machine is quiet now
         _time_baselines(channel, model, pristine, trials, device, spec, hw)
     del trials
@@ -342,12 +343,17 @@ def _reference_outputs(model: torch.nn.Module, pristine: list[module_state.Saved
     (rel_l2, max_rel) errors. The outputs stay on the GPU unless they would take more than a
     quarter of its memory, or `on_host` (big sets: each set and its outputs go to host memory as
     soon as the outputs are computed). Every call starts from the module's state as built
-    (`pristine`)."""
+    (`pristine`). Last, each output's `spread`: how far its float64 values move from the first set's
+    over the other sets (the largest relative L2 change, on up to SPREAD_SAMPLES evenly spaced
+    positions), or None for one set or a non-float output; an output that hardly moves is
+    matched by a program that ignores its inputs (`verify.insensitive_note`)."""
     module_state.restore(pristine)
     model64 = copy.deepcopy(model).double()
     pristine64 = module_state.snapshot(model64)
     outputs64, norms, sets, native_errors, notes = [], [], [], [], []
     dtypes: list[torch.dtype] = []
+    first: list[torch.Tensor | None] = []  # the first set's sampled float64 outputs
+    spreads: list[float | None] = []
     with torch.no_grad():
         for inputs in trials:
             module_state.restore(pristine)
@@ -365,6 +371,12 @@ def _reference_outputs(model: torch.nn.Module, pristine: list[module_state.Saved
             native_errors.append([list(native_error(n, e)) for n, e in zip(native, exact)])
             exact = [e.detach().to(torch.float64 if e.is_floating_point() else e.dtype) for e in exact]
             norms.append([reference_norm(e) for e in exact])
+            samples = [_sampled(e) for e in exact]
+            if not first:
+                first, spreads = samples, [None] * len(samples)
+            else:
+                spreads = [None if a is None or b is None else max(s or 0.0, _relative_change(a, b))
+                           for s, a, b in zip(spreads, first, samples)]
             outputs64.append([e.to("cpu") if on_host else e for e in exact])
             sets.append([_to(x, "cpu") for x in inputs] if on_host else inputs)
             del native, exact, inputs
@@ -373,7 +385,30 @@ def _reference_outputs(model: torch.nn.Module, pristine: list[module_state.Saved
     total = sum(o.numel() * o.element_size() for outs in outputs64 for o in outs)
     if device == "cuda" and total > torch.cuda.get_device_properties(0).total_memory // 4:
         outputs64 = [[o.cpu() for o in outs] for outs in outputs64]
-    return outputs64, norms, sets, dtypes, native_errors, sorted(set(notes))
+    return outputs64, norms, sets, dtypes, native_errors, sorted(set(notes)), spreads
+
+
+SPREAD_SAMPLES = 1 << 16
+
+
+def _sampled(out: torch.Tensor) -> torch.Tensor | None:
+    """Up to SPREAD_SAMPLES evenly spaced elements of a float64 output (all of a small one)."""
+    if not out.is_floating_point() or out.numel() == 0:
+        return None
+    n = out.numel()
+    positions = torch.linspace(0, n - 1, steps=min(n, SPREAD_SAMPLES), device=out.device).round().long()
+    return torch.take(out, positions)
+
+
+def _relative_change(a: torch.Tensor, b: torch.Tensor) -> float:
+    """|b - a| / max(|a|, |b|) in L2; a non-finite change (NaN or Inf in either) counts as infinite."""
+    if a.shape != b.shape:
+        return math.inf
+    scale = max(float(torch.linalg.vector_norm(a)), float(torch.linalg.vector_norm(b)))
+    change = float(torch.linalg.vector_norm(b - a))
+    if not (math.isfinite(change) and math.isfinite(scale)):
+        return math.inf
+    return change / scale if scale > 0 else 0.0
 
 
 def _baseline_cache(spec: ReferenceSpec, hw: dict[str, Any]) -> Path | None:

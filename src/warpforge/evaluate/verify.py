@@ -120,6 +120,19 @@ def thin_margin_note(rel_l2_err: float, tolerances: list[Tolerance]) -> str | No
             f"{tolerances[0].rel_l2:.3g}; a kernel this close may fail on other inputs (a lower-precision scheme?)")
 
 
+def insensitive_note(spread: float | None, tolerance: Tolerance, index: int, outputs: int) -> str | None:
+    """A warning for an output whose float64 values hardly move across the draw's input sets (their
+    `spread`, relative L2, is under the tolerance): one fixed tensor, an input-free program's, would
+    pass every check. KernelBench's level3/24 (EfficientNetB2) moves by about 1e-13 against a
+    1.6e-3 bar, so a speedup there says nothing unless a reader checks the kernel does the work."""
+    if spread is None or tolerance.exact or not spread < tolerance.rel_l2:
+        return None
+    label = "its output" if outputs == 1 else f"its output {index}"
+    return (f"input-insensitive task: {label} changes by only {spread:.2g} (relative L2) across input sets, "
+            f"under the tolerance {tolerance.rel_l2:.3g}, so a program that ignores its inputs would pass; "
+            "a correct verdict here does not show the work was done (read the kernel)")
+
+
 def degenerate_note(native_rel_l2: float, index: int, outputs: int) -> str | None:
     """A warning for an output the task's own program gets wrong by more than DEGENERATE_NATIVE_ERROR
     (KernelBench's level2/41 is 7e8: a mean of group-normalised values, zero in exact arithmetic).
