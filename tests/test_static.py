@@ -233,7 +233,7 @@ def test_a_build_folder_made_with_os_is_accepted():
     accepted(HEADER + '''import os
 from torch.utils.cpp_extension import load_inline
 
-BUILD = os.path.join(os.getcwd(), "build", "relu_ext")
+BUILD = os.path.join(os.getcwd(), "build", f"relu_ext_{os.getpid()}")
 os.makedirs(BUILD, exist_ok=True)
 ARCH = os.environ.get("TORCH_CUDA_ARCH_LIST", "9.0")
 _ext = load_inline(name="relu_ext", cpp_sources="torch::Tensor relu(torch::Tensor x);",

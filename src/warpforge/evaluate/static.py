@@ -23,8 +23,10 @@ ALLOWED_IMPORTS = {
     "dataclasses", "collections", "operator", "os", "enum", "abc", "__future__", "warnings", "numbers",
     "ctypes",  # for pointers and sizes; its raw-memory parts are refused by CTYPES_FORBIDDEN
 }
-# what of os a kernel needs (settings, a build folder); the rest starts processes, changes files or exits
-OS_ALLOWED = {"environ", "path", "getenv", "cpu_count", "sep", "makedirs", "getcwd"}
+# what of os a kernel needs (settings, a build folder, a per-process extension name: CUDA-L1's
+# level1/96 kernel names its build `f"huber_loss_cuda_{os.getpid()}"`); the rest starts processes,
+# changes files or exits
+OS_ALLOWED = {"environ", "path", "getenv", "cpu_count", "sep", "makedirs", "getcwd", "getpid"}
 DUNDERS_ALLOWED = {"__init__", "__name__", "__doc__"}
 # module -> why it is refused, whether imported or reached as an attribute of another module
 # (torch.utils.cpp_extension re-exports subprocess, shutil, glob, os, sys, importlib, sysconfig)
