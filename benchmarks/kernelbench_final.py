@@ -162,10 +162,25 @@ def _credited(r: dict[str, Any] | None) -> float:
     means beyond the paired timing's noise: a speedup whose interval reaches 1.00 is not credited (a
     review found level3/24's 1.09x, interval 0.95-1.21, to be the task's own program timed twice)."""
     s = r.get("speedup") if r and r.get("correct") else None
-    interval = r.get("speedup_interval") if r else None
+    interval = (r.get("speedup_interval") or _unpaired_range(r)) if r else None
     if interval and not float(interval[0]) > 1.0:
         return 1.0
     return float(s) if isinstance(s, (int, float)) and s > 1.0 else 1.0
+
+
+def _unpaired_range(r: dict[str, Any]) -> tuple[float, float] | None:
+    """A speedup timed without pairs (the task's sets too big for both processes to hold them at
+    once: level1 at KernelBench's sizes) has no interval; its range from the two runs' interquartile
+    ranges stands in: (reference - IQR/2) / (candidate + IQR/2) to (reference + IQR/2) / (candidate - IQR/2)."""
+    timing = r.get("timing") or {}
+    try:
+        c_ms, c_iqr = float(timing["candidate"]["median_ms"]), float(timing["candidate"]["iqr_ms"])
+        r_ms, r_iqr = float(timing["reference"]["median_ms"]), float(timing["reference"]["iqr_ms"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not c_ms - c_iqr / 2 > 0:
+        return None
+    return (r_ms - r_iqr / 2) / (c_ms + c_iqr / 2), (r_ms + r_iqr / 2) / (c_ms - c_iqr / 2)
 
 
 def _x(v: Any) -> str:
@@ -232,8 +247,9 @@ def table(args: argparse.Namespace) -> dict[str, Any]:
 def _summary(r: dict[str, Any] | None) -> dict[str, Any] | None:
     if r is None:
         return None
-    return {k: r.get(k) for k in ("status", "correct", "speedup", "speedup_interval", "speedup_vs_compile",
-                                  "candidate_ms", "reference_ms", "compile_ms", "reason")}
+    return {**{k: r.get(k) for k in ("status", "correct", "speedup", "speedup_interval", "speedup_vs_compile",
+                                     "candidate_ms", "reference_ms", "compile_ms", "reason")},
+            "unpaired_range": None if r.get("speedup_interval") else _unpaired_range(r)}
 
 
 def _mean(values: list[float]) -> float | None:
@@ -250,8 +266,10 @@ def markdown(rows: list[dict[str, Any]], s: dict[str, Any]) -> str:
             return "no kernel"
         if not r.get("correct"):
             return f"{r.get('status')}"
-        lo_hi = r.get("speedup_interval")
-        return _x(r["speedup"]) + (f" ({float(lo_hi[0]):.2f}–{float(lo_hi[1]):.2f})" if lo_hi else "")
+        lo_hi, unpaired = r.get("speedup_interval"), r.get("unpaired_range")
+        if lo_hi:
+            return _x(r["speedup"]) + f" ({float(lo_hi[0]):.2f}–{float(lo_hi[1]):.2f})"
+        return _x(r["speedup"]) + (f" (unpaired {unpaired[0]:.2f}–{unpaired[1]:.2f})" if unpaired else "")
 
     lines = ["| task | candidates (correct) | ours vs eager | ours vs torch.compile | CUDA-L1 vs eager | ours kind "
              "| set aside by review |",
@@ -264,7 +282,9 @@ def markdown(rows: list[dict[str, Any]], s: dict[str, Any]) -> str:
                      f"{'custom' if r['custom'] else (r['ours_language'] or '-')} | {aside} |")
     pk = ", ".join(f"pass@{k} {v:.2f}" for k, v in s["pass_at_k"].items() if v is not None)
     sk = ", ".join(f"speedup@{k} {v:.2f}x" for k, v in s["speedup_at_k_geomean"].items() if v is not None)
-    lines += ["", "(in brackets: the paired timing's interval; a speedup whose interval reaches 1.00 is credited as 1.00x)",
+    lines += ["", "(in brackets: the paired timing's interval, or where the sets were too big to time in pairs, "
+              "\"unpaired\": the range from the two runs' interquartile ranges; a speedup whose interval or range "
+              "reaches 1.00 is credited as 1.00x)",
               f"- faster than eager: {s['faster_than_eager']} of {s['tasks']} tasks ({s['faster_share']:.0%}; target 80 %)",
               f"- geomean over all tasks (1.00x where no verified faster kernel): ours {_x(s['geomean_ours'])}, "
               f"CUDA-L1 {_x(s['geomean_cudal1'])}",

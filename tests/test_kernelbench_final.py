@@ -9,6 +9,7 @@ import importlib.util
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -134,6 +135,17 @@ def test_pending_pairs_across_calls_and_a_best_that_changed(tmp_path: Path) -> N
     (out / "results" / "call-2.jsonl").write_text(json.dumps({**row_b, "speedup_interval": [1.02, 1.17]}) + "\n")
     clear = final.table(argparse.Namespace(archive=str(db), final=str(out), out=str(tmp_path / "t3"), results=results))
     assert clear["faster_than_eager"] == 1 and math.isclose(clear["geomean_ours"], math.sqrt(1.09))
+    # timed without pairs (sets too big to hold twice): the two runs' interquartile ranges decide
+    def unpaired(c_iqr: float) -> dict[str, Any]:
+        timing = {"candidate": {"median_ms": 3.0, "iqr_ms": c_iqr}, "reference": {"median_ms": 3.3, "iqr_ms": 0.02}}
+        return {**row_b, "speedup": 1.1, "speedup_interval": None, "timing": timing}
+    (out / "results" / "call-2.jsonl").write_text(json.dumps(unpaired(0.05)) + "\n")
+    tight = final.table(argparse.Namespace(archive=str(db), final=str(out), out=str(tmp_path / "t4"), results=results))
+    assert tight["faster_than_eager"] == 1 and math.isclose(tight["geomean_ours"], math.sqrt(1.1))
+    assert "1.10x (unpaired 1.09–1.11)" in (tmp_path / "t4" / "final_table.md").read_text()
+    (out / "results" / "call-2.jsonl").write_text(json.dumps(unpaired(0.7)) + "\n")
+    wide = final.table(argparse.Namespace(archive=str(db), final=str(out), out=str(tmp_path / "t5"), results=results))
+    assert wide["faster_than_eager"] == 0 and wide["geomean_ours"] == 1.0
 
 
 def test_a_best_the_review_set_aside_is_timed_beside_the_next_best_and_not_claimed(tmp_path: Path) -> None:
