@@ -6,8 +6,10 @@ cuBLASLt's heuristic list). For each tuned shape H, a rule picks a choice from t
 shapes' records only, and the pick is scored by H's own screen time of that choice against H's
 screen time of torch.matmul (the same few-call screen for both, so noisy per shape but unbiased
 between rules). A choice that H's record does not hold (not screened there) counts as
-torch.matmul, 1.0x. Only portable choices transfer: Triton and mma configurations by name;
-cuBLASLt's algorithm indexes belong to each problem's heuristic list and do not.
+torch.matmul, 1.0x. Portable choices transfer: Triton, mma and CUTLASS configurations by name.
+A cuBLASLt choice `cublaslt:<i>[/variant]` names the i-th algorithm of each problem's own heuristic
+list; the `+lt` rules transfer it as that, re-resolved for H (H's i-th algorithm with the same
+reconfiguration), which the tune records hold since the tuner screens every heuristic algorithm.
 
 Rules:
   torch        always torch.matmul (1.0x by definition)
@@ -18,6 +20,8 @@ Rules:
                the configuration with the best mean time relative to torch over the neighbours
                that screened it wins if that mean is below 0.97, else torch
   oracle       H's own fastest portable configuration or torch (what tuning H itself finds)
+  dispatcher+lt, knn-5+lt, oracle+lt
+               the same, with cuBLASLt choices transferring as re-resolved heuristic positions
 
     python benchmarks/gemm_holdout.py --out DIR [TUNE.jsonl ...]
 
@@ -37,6 +41,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT = [RESULTS / "gemm_h100-80gb-hbm3_cudal2_tune_2026-11-25.jsonl",
            RESULTS / "gemm_h100-80gb-hbm3_llm_tune_2026-11-25.jsonl"]
 PORTABLE = ("triton_", "mma_", "cutlass_")
+RERESOLVED = PORTABLE + ("cublaslt:",)
 
 
 def load(path: Path) -> list[dict]:
@@ -48,9 +53,11 @@ def load(path: Path) -> list[dict]:
         if "torch" not in times:
             continue
         portable = {n: t for n, t in times.items() if n.startswith(PORTABLE)}
+        with_lt = {n: t for n, t in times.items() if n.startswith(RERESOLVED)}
         shapes.append({"shape": (int(r["M"]), int(r["N"]), int(r["K"])), "layout": r["layout"], "dtype": r["dtype"],
                        "choice": str(r.get("choice", "torch")), "torch": times["torch"], "times": times,
-                       "best_portable": min(portable, key=portable.get) if portable else None})
+                       "best_portable": min(portable, key=portable.get) if portable else None,
+                       "best_portable+lt": min(with_lt, key=with_lt.get) if with_lt else None})
     return shapes
 
 
@@ -63,25 +70,27 @@ def within_2x(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
 
 
 def pick(rule: str, h: dict, others: list[dict]) -> str:
+    rule, lt = rule.removesuffix("+lt"), rule.endswith("+lt")
+    portable, best_key = (RERESOLVED, "best_portable+lt") if lt else (PORTABLE, "best_portable")
     same = sorted((o for o in others if o["layout"] == h["layout"] and o["dtype"] == h["dtype"]),
                   key=lambda o: distance(o["shape"], h["shape"]))
     if rule == "torch":
         return "torch"
     if rule == "oracle":
-        best = h["best_portable"]
+        best = h[best_key]
         return best if best and h["times"][best] < h["torch"] else "torch"
     if rule in ("dispatcher", "nearest"):
         for o in same:
             if rule == "dispatcher" and not within_2x(o["shape"], h["shape"]):
                 continue
-            if o["choice"].startswith(PORTABLE):
+            if o["choice"].startswith(portable):
                 return o["choice"]
             if rule == "dispatcher":
                 return "torch"  # the nearest bucket's choice is not portable: today's dispatcher stops here
         return "torch"
     k = int(rule.split("-")[1])
     neighbours = same[:k]
-    proposals = {o["best_portable"] for o in neighbours if o["best_portable"]}
+    proposals = {o[best_key] for o in neighbours if o[best_key]}
     scored = []
     for name in proposals:
         ratios = [o["times"][name] / o["torch"] for o in neighbours if name in o["times"]]
@@ -102,7 +111,8 @@ def main() -> None:
     ap.add_argument("files", nargs="*", type=Path, default=DEFAULT)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    rules = ["torch", "dispatcher", "nearest", "knn-3", "knn-5", "knn-9", "oracle"]
+    rules = ["torch", "dispatcher", "nearest", "knn-3", "knn-5", "knn-9", "oracle", "dispatcher+lt", "knn-5+lt",
+             "oracle+lt"]
     report: dict = {"date": datetime.date.today().isoformat(), "method": "leave-one-out on screen times", "sets": {}}
     for path in args.files:
         shapes = load(path)
