@@ -240,8 +240,49 @@ def table(args: argparse.Namespace) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "final_table.json").write_text(json.dumps({"summary": summary, "rows": rows}, indent=1) + "\n")
     (out / "final_table.md").write_text(markdown(rows, summary))
+    chart = speedup_chart(rows)
+    if chart:
+        (out / "final_speedups.html").write_text(chart)
     print(markdown(rows, summary))
     return summary
+
+
+def speedup_chart(rows: list[dict[str, Any]]) -> str | None:
+    """One page with the table's speedups over eager as dots against the task's eager time (both
+    log scales): our best, CUDA-L1's released kernel and torch.compile, one colour each, a task's
+    name and numbers on hover. Only correct results are drawn; None when there are none."""
+    from importlib.resources import files
+
+    from markupsafe import escape
+
+    from warpforge.report.plots import Point, dot_plot
+
+    series: list[tuple[str, list[Point]]] = [("ours (best verified)", []), ("CUDA-L1 (released)", []),
+                                             ("torch.compile", [])]
+    for r in rows:
+        ours, l1 = r["ours"], r["cudal1"]
+        eager_ms = next((float(x["reference_ms"]) for x in (ours, l1) if x and x.get("reference_ms")), None)
+        if not eager_ms:
+            continue
+        for (name, points), res in zip(series[:2], (ours, l1)):
+            if res and res.get("correct") and res.get("speedup"):
+                points.append(Point(eager_ms, float(res["speedup"]), f"{r['task']}: {name} {float(res['speedup']):.2f}x "
+                                    f"over eager ({eager_ms:.3g} ms)"))
+        compile_ms = next((float(x["compile_ms"]) for x in (ours, l1) if x and x.get("compile_ms")), None)
+        if compile_ms:
+            series[2][1].append(Point(eager_ms, eager_ms / compile_ms, f"{r['task']}: torch.compile "
+                                      f"{eager_ms / compile_ms:.2f}x over eager"))
+    if not any(points for _, points in series):
+        return None
+    svg = dot_plot(series, x_label="the task's eager time (ms), log scale; speedup over eager on the y axis",
+                   width=760, height=380)
+    css = files("warpforge.report").joinpath("templates/style.css").read_text()
+    title = "KernelBench campaign: speedup over eager per task"
+    return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{escape(title)}</title>"
+            f"<style>{css}</style></head><body><main><h1>{escape(title)}</h1>"
+            "<p>Each dot is one task's correct result from the final run (hover for the task). Speedups are "
+            "measured values; the table's credited ones count a result whose interval reaches 1.00 as 1.00x.</p>"
+            f"{svg}</main></body></html>\n")
 
 
 def _summary(r: dict[str, Any] | None) -> dict[str, Any] | None:

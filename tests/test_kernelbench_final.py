@@ -135,6 +135,7 @@ def test_pending_pairs_across_calls_and_a_best_that_changed(tmp_path: Path) -> N
     (out / "results" / "call-2.jsonl").write_text(json.dumps({**row_b, "speedup_interval": [1.02, 1.17]}) + "\n")
     clear = final.table(argparse.Namespace(archive=str(db), final=str(out), out=str(tmp_path / "t3"), results=results))
     assert clear["faster_than_eager"] == 1 and math.isclose(clear["geomean_ours"], math.sqrt(1.09))
+    assert not (tmp_path / "t3" / "final_speedups.html").exists()  # these rows carry no eager time to plot against
     # timed without pairs (sets too big to hold twice): the two runs' interquartile ranges decide
     def unpaired(c_iqr: float) -> dict[str, Any]:
         timing = {"candidate": {"median_ms": 3.0, "iqr_ms": c_iqr}, "reference": {"median_ms": 3.3, "iqr_ms": 0.02}}
@@ -177,3 +178,11 @@ def test_a_best_the_review_set_aside_is_timed_beside_the_next_best_and_not_claim
                                              results=[str(tmp_path / "r.jsonl")]))
     assert math.isclose(summary["geomean_ours"], 1.6) and math.isclose(summary["geomean_ours_counting_set_aside"], 3.5)
     assert "| 3.50x: 3xFP16 split |" in (tmp_path / "t" / "final_table.md").read_text()
+    # with the eager time recorded, the page plots each correct result once, with its task on hover
+    timed = [{**r, "reference_ms": 2.0, "compile_ms": 1.6} for r in rows]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in timed))
+    final.table(argparse.Namespace(archive=str(db), final=str(out), out=str(tmp_path / "t"),
+                                   results=[str(tmp_path / "r.jsonl")]))
+    page = (tmp_path / "t" / "final_speedups.html").read_text()
+    assert page.count("<circle class=\"dot\"") == 2 and "level2/22_X: ours (best verified) 1.60x" in page
+    assert "level2/22_X: torch.compile 1.25x" in page
