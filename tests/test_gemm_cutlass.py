@@ -242,8 +242,8 @@ def test_launch_refuses_bad_operands_before_touching_a_gpu() -> None:
 
 def test_raster_and_swizzle_variants_parse_and_are_offered_where_tiles_fill_a_wave() -> None:
     cfg = C("cutlass_128x128x64_c1x2_pingpong")
-    assert cutlass_sm90.parse_choice(cfg.name) == (cfg, "h", 1)
-    assert cutlass_sm90.parse_choice(f"{cfg.name}/n4") == (cfg, "n", 4)
+    assert cutlass_sm90.parse_choice(cfg.name) == (cfg, "h", 1, 1)
+    assert cutlass_sm90.parse_choice(f"{cfg.name}/n4") == (cfg, "n", 4, 1)
     for bad in (f"{cfg.name}/x4", f"{cfg.name}/n3", f"{cfg.name}/n", f"{cfg.name}/"):
         with pytest.raises(UsageError, match="raster"):
             cutlass_sm90.parse_choice(bad)
@@ -265,6 +265,32 @@ def test_raster_and_swizzle_variants_parse_and_are_offered_where_tiles_fill_a_wa
     with pytest.raises(UsageError, match="raster"):
         cutlass_sm90.launch(torch.zeros(8, 8, dtype=torch.float16), torch.zeros(8, 8, dtype=torch.float16),
                             torch.zeros(8, 8, dtype=torch.float16), cfg, "nn", "x", 1)
+
+
+def test_split_k_variants_are_for_stream_k_configurations_on_few_tiles_and_long_k() -> None:
+    """`/k<splits>` forces the stream-K scheduler's split-K decomposition: offered for a stream-K
+    configuration where the tiles cannot fill the GPU, each slice keeping MIN_K_PER_SPLIT of K;
+    refused on a persistent configuration (its scheduler has no split-K)."""
+    sk, coop = C("cutlass_128x128x64_c1x1_streamk"), C("cutlass_128x128x64_c1x1_coop")
+    assert cutlass_sm90.parse_choice(f"{sk.name}/k4") == (sk, "h", 1, 4)
+    for bad in (f"{coop.name}/k4", f"{sk.name}/k3", f"{sk.name}/k32"):
+        with pytest.raises(UsageError):
+            cutlass_sm90.parse_choice(bad)
+    # 128 x 1024 in 128 x 128 tiles: 8 tiles on 132 SMs; K = 4096 keeps 256 a slice at 16 splits
+    few = GemmShape(128, 1024, 4096)
+    assert cutlass_sm90.variant_names(sk, few, 132) == [f"{sk.name}/k{s}" for s in (2, 4, 8, 16)]
+    assert cutlass_sm90.variant_names(sk, GemmShape(128, 1024, 1024), 132) == [f"{sk.name}/k{s}" for s in (2, 4)]
+    assert cutlass_sm90.variant_names(coop, few, 132) == []
+    # the tuner adds the fastest stream-K configuration's splits even when it is not among the leaders
+    # (on the CPU num_sms is 4: 64 x 256 makes 2 tiles of 64 x 128 and of 128 x 128)
+    screened = {"cutlass_64x128x64_c1x1_pingpong": {"ms": 1.0}, "cutlass_128x128x64_c1x1_coop": {"ms": 1.1},
+                sk.name: {"ms": 1.5}, "cutlass_128x256x64_c1x1_streamk": {"ms": 2.0}}
+    picked = tune.cutlass_variants(screened, GemmShape(64, 256, 4096), "cpu",
+                                   tune.TuneSettings(families=("cutlass",), cutlass_variants=2))
+    assert picked == [f"{sk.name}/k{s}" for s in (2, 4, 8, 16)]
+    with pytest.raises(UsageError, match="splits"):
+        cutlass_sm90.launch(torch.zeros(8, 8, dtype=torch.float16), torch.zeros(8, 8, dtype=torch.float16),
+                            torch.zeros(8, 8, dtype=torch.float16), coop, "nn", "h", 1, 4)
 
 
 def test_the_tuner_and_dispatcher_know_the_family(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -300,11 +326,13 @@ def test_a_real_instance_builds_for_sm90a_and_agrees_with_why_not(tmp_path: Path
     # CUTLASS's own can_implement takes exactly the shapes why_not lets through
     for m, n, k in ((1000, 1024, 4096), (1, 8, 8), (128, 128, 100), (128, 100, 128), (7, 50264, 768)):
         ok = cutlass_sm90.applicable(GemmShape(m, n, k), "nt", cfg)
-        status = lib.can_implement(m, n, k, k, k, n, 0, 1)
+        status = lib.can_implement(m, n, k, k, k, n, 0, 1, 1)
         assert (status == 0) == ok, (m, n, k, lib.status(status))
     # every raster order and swizzle is a run-time setting the library takes
     for raster, swizzle in ((1, 2), (2, 8), (0, 4)):
-        assert lib.can_implement(1000, 1024, 4096, 4096, 4096, 1024, raster, swizzle) == 0
+        assert lib.can_implement(1000, 1024, 4096, 4096, 4096, 1024, raster, swizzle, 1) == 0
+    # a persistent scheduler has no split-K: the library says so instead of ignoring it
+    assert lib.status(lib.can_implement(1000, 1024, 4096, 4096, 4096, 1024, 0, 1, 4)).startswith("split-K asked")
 
 
 # ---------------------------------------------------------------- GPU (Hopper)
@@ -357,11 +385,25 @@ def test_matches_torch_in_fp32(prebuilt: None, name: str, layout: str, dtype: st
                                   "cutlass_128x128x64_c1x1_streamk"])
 @pytest.mark.parametrize("variant", ["m1", "m8", "n2", "n4"])
 def test_raster_and_swizzle_variants_match_torch(prebuilt: None, name: str, variant: str) -> None:
-    cfg, raster, swizzle = cutlass_sm90.parse_choice(f"{name}/{variant}")
+    cfg, raster, swizzle, _ = cutlass_sm90.parse_choice(f"{name}/{variant}")
     for m, n, k in ((2048, 3072, 512), (1000, 1024, 4096), (333, 136, 72)):
         a, b = choices.make_inputs(GemmShape(m, n, k), "nn", "cuda", 7)
         out = cutlass_sm90.matmul(a, b, cfg, "nn", raster, swizzle)
         assert choices.rel_error(out, choices.reference(a, b, "nn")) < choices.tolerance("float16"), (m, n, k)
+
+
+@pytest.mark.gpu
+@needs_hopper
+@pytest.mark.parametrize("name", ["cutlass_128x128x64_c1x1_streamk", "cutlass_128x256x64_c1x1_streamk"])
+@pytest.mark.parametrize("splits", [2, 4, 16])
+@pytest.mark.parametrize("layout", ["nn", "nt"])
+def test_split_k_variants_match_torch(prebuilt: None, name: str, splits: int, layout: str) -> None:
+    # few tiles over a long K (the class split-K is for), ragged M, and a K that 16 slices cut unevenly
+    for m, n, k in ((128, 1024, 4096), (1000, 256, 8192), (64, 512, 4104)):
+        for seed in (3, 4):  # the second call reuses the workspace of partial tiles
+            a, b = choices.make_inputs(GemmShape(m, n, k), layout, "cuda", seed)
+            out = cutlass_sm90.matmul(a, b, C(name), layout, splits=splits)
+            assert choices.rel_error(out, choices.reference(a, b, layout)) < choices.tolerance("float16"), (m, n, k)
 
 
 @pytest.mark.gpu

@@ -10,7 +10,7 @@ A *choice* is a string the tuner times, the dispatcher table stores and the benc
 | `cublaslt:<i>/splitk<k>`, `cublaslt:<i>/swz0`, `…/swz1` | that algorithm reconfigured within its capabilities: split-K into k parts (with a reduction scheme it supports), or CTA swizzling set; checked by `cublasLtMatmulAlgoCheck`, which also sizes its workspace |
 | `triton_<family>:<params>` | one of our Triton kernels (triton_gemm.py) |
 | `mma_<params>` | our CUDA C++ mma.sync kernel (cuda_mma.py), compiled with NVRTC |
-| `cutlass_<params>[/<raster><swizzle>]` | a CUTLASS 3.x wgmma + TMA kernel for Hopper (cutlass_sm90.py), a shared library built with nvcc; the suffix sets its tile scheduler's raster order and swizzle |
+| `cutlass_<params>[/<raster><swizzle> or /k<splits>]` | a CUTLASS 3.x wgmma + TMA kernel for Hopper (cutlass_sm90.py), a shared library built with nvcc; the suffix sets its tile scheduler's raster order and swizzle, or a stream-K configuration's split-K factor |
 | `file:<path>` | a candidate file (`class ModelNew`, forward(a, b)) — e.g. the best kernel of `warpforge optimize` on a task from `warpforge gemm task` |
 
 Layouts: "nn" means b is a (K, N) matrix; "nt" means b is the (N, K) weight of x @ W.T (what
@@ -117,14 +117,14 @@ def make_choice(name: str, layout: str, a: torch.Tensor, b: torch.Tensor) -> Gem
     if name.startswith("cutlass_"):
         from warpforge.gemm import cutlass_sm90
 
-        ccfg, raster, swizzle = cutlass_sm90.parse_choice(name)
+        ccfg, raster, swizzle, splits = cutlass_sm90.parse_choice(name)
         dtype = {torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(a.dtype)
         if dtype is None:
             raise UsageError(f"the CUTLASS kernels take float16 or bfloat16, not {a.dtype}")
         # built (or loaded) now, not at the first call: a missing nvcc or header, or a GPU that is not
         # Hopper, is a UsageError here, which the dispatcher turns into torch.matmul
         cutlass_sm90.kernel(ccfg, dtype, layout, a.device)
-        return lambda x, y: cutlass_sm90.matmul(x, y, ccfg, layout, raster, swizzle)
+        return lambda x, y: cutlass_sm90.matmul(x, y, ccfg, layout, raster, swizzle, splits)
     if name.startswith("file:"):
         return candidate_choice(name.split(":", 1)[1], a.device)
     raise UsageError(f"unknown GEMM choice {name!r}: expected torch, torch_padded, cublaslt:<i>, triton_<family>:..., "

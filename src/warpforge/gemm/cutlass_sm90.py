@@ -14,7 +14,7 @@ import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from warpforge.errors import HarnessError, UsageError
 from warpforge.gemm.layout import LAYOUTS, check_operands
@@ -107,27 +107,48 @@ _NAME = re.compile(r"cutlass_(\d+)x(\d+)x(\d+)_c(\d+)x(\d+)_([a-z]+)")
 # `/n4`) sets them; without the suffix it is `/h1`, CUTLASS's defaults.
 RASTERS = {"h": 0, "m": 1, "n": 2}
 SWIZZLES = (1, 2, 4, 8)
+# The stream-K scheduler's third run-time setting: `/k<splits>` forces a split-K decomposition into
+# that many K slices (their partial tiles summed through the workspace) where its own heuristic
+# would pick data-parallel, stream-K or split-K by itself. For shapes with too few output tiles to
+# fill the GPU and a long K (the class where cuBLAS's split-K kernels beat every family so far).
+SPLITS = (2, 4, 8, 16)
+MIN_K_PER_SPLIT = 256  # each slice keeps at least this much of K (as for cuBLASLt's split-K variants)
 
 
-def parse_choice(name: str) -> tuple[CutlassConfig, str, int]:
-    """`cutlass_<config>[/<h|m|n><1|2|4|8>]` -> (config, raster, swizzle)."""
+class Variant(NamedTuple):
+    cfg: CutlassConfig
+    raster: str = "h"
+    swizzle: int = 1
+    splits: int = 1
+
+
+def parse_choice(name: str) -> Variant:
+    """`cutlass_<config>[/<h|m|n><1|2|4|8>|/k<2|4|8|16>]` -> (config, raster, swizzle, splits)."""
     base, sep, variant = name.partition("/")
     cfg = CutlassConfig.from_name(base)
     if not sep:
-        return cfg, "h", 1
+        return Variant(cfg)
+    if variant[:1] == "k" and variant[1:].isdigit() and int(variant[1:]) in SPLITS:
+        if cfg.schedule != "streamk":
+            raise UsageError(f"{name!r}: split-K (/k<splits>) needs a stream-K configuration, not {cfg.schedule}")
+        return Variant(cfg, splits=int(variant[1:]))
     if len(variant) < 2 or variant[0] not in RASTERS or not variant[1:].isdigit() or int(variant[1:]) not in SWIZZLES:
         raise UsageError(f"{name!r}: a CUTLASS variant is /<raster><swizzle>, raster one of {', '.join(RASTERS)} "
-                         f"and swizzle one of {', '.join(map(str, SWIZZLES))} (e.g. {base}/n4)")
-    return cfg, variant[0], int(variant[1:])
+                         f"and swizzle one of {', '.join(map(str, SWIZZLES))} (e.g. {base}/n4), or /k<splits> "
+                         f"with splits one of {', '.join(map(str, SPLITS))} on a stream-K configuration")
+    return Variant(cfg, variant[0], int(variant[1:]))
 
 
 def variant_names(cfg: CutlassConfig, shape: GemmShape, num_sms: int = 132) -> list[str]:
-    """The raster/swizzle settings worth timing for `cfg` on `shape` beyond the defaults: each
-    raster along M and along N with every swizzle, where the tiles fill at least one wave of the
-    GPU (with fewer, every tile is in flight at once and the order does not change what L2 holds)."""
+    """The run-time settings worth timing for `cfg` on `shape` beyond the defaults: where the tiles
+    fill at least one wave of the GPU, each raster along M and along N with every swizzle (with
+    fewer, every tile is in flight at once and the order does not change what L2 holds); where they
+    do not, a stream-K configuration's split-K factors that keep MIN_K_PER_SPLIT of K a slice."""
     tiles = -(-shape.M // cfg.tile_m) * -(-shape.N // cfg.tile_n)
     if tiles < num_sms:
-        return []
+        if cfg.schedule != "streamk":
+            return []
+        return [f"{cfg.name}/k{s}" for s in SPLITS if shape.K // s >= MIN_K_PER_SPLIT]
     return [f"{cfg.name}/{r}{w}" for r in ("m", "n") for w in SWIZZLES]
 
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
@@ -212,7 +233,7 @@ class Library:
     def __init__(self, path: Path) -> None:
         self.path = path
         lib = ctypes.CDLL(str(path))
-        ints8 = [ctypes.c_int] * 8  # m, n, k, lda, ldb, ldd, raster, swizzle
+        ints9 = [ctypes.c_int] * 9  # m, n, k, lda, ldb, ldd, raster, swizzle, splits
         self.version = lib.wf_cutlass_version
         self.version.restype, self.version.argtypes = ctypes.c_int, []
         self.name = lib.wf_cutlass_name
@@ -220,12 +241,12 @@ class Library:
         self.status_string = lib.wf_cutlass_status_string
         self.status_string.restype, self.status_string.argtypes = ctypes.c_char_p, [ctypes.c_int]
         self.can_implement = lib.wf_cutlass_can_implement
-        self.can_implement.restype, self.can_implement.argtypes = ctypes.c_int, ints8
+        self.can_implement.restype, self.can_implement.argtypes = ctypes.c_int, ints9
         self.workspace_size = lib.wf_cutlass_workspace_size
-        self.workspace_size.restype, self.workspace_size.argtypes = ctypes.c_size_t, ints8
+        self.workspace_size.restype, self.workspace_size.argtypes = ctypes.c_size_t, ints9
         self.gemm = lib.wf_cutlass_gemm
         self.gemm.restype = ctypes.c_int
-        self.gemm.argtypes = [ctypes.c_void_p] * 3 + ints8 + [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+        self.gemm.argtypes = [ctypes.c_void_p] * 3 + ints9 + [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
 
     def status(self, code: int) -> str:
         return (self.status_string(code) or b"?").decode()
@@ -258,7 +279,7 @@ def kernel(cfg: CutlassConfig, dtype: str, layout: str, device: torch.device | N
             # the library has its own (static) CUDA runtime: start it now, not in a first launch that
             # may be under CUDA graph capture
             with torch.cuda.device(device):
-                lib.workspace_size(64, 64, 64, 64, 64, 64, 0, 1)
+                lib.workspace_size(64, 64, 64, 64, 64, 64, 0, 1, 1)
     return lib
 
 
@@ -288,15 +309,19 @@ def _workspace(device: torch.device, nbytes: int) -> Any:
 
 
 def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: CutlassConfig, layout: str,
-           raster: str = "h", swizzle: int = 1) -> None:
+           raster: str = "h", swizzle: int = 1, splits: int = 1) -> None:
     """out = a @ b ("nn", b is (K, N)) or a @ b.T ("nt", b is the (N, K) weight), on torch's current
-    stream, the tiles walked in `raster` order with `swizzle` (RASTERS, SWIZZLES). After the first
-    call per (device, stream) it allocates nothing (the stream-K workspace is cached)."""
+    stream, the tiles walked in `raster` order with `swizzle` (RASTERS, SWIZZLES), K cut into
+    `splits` slices (SPLITS; stream-K configurations only). After the first call per (device,
+    stream) it allocates nothing (the stream-K workspace is cached)."""
     import torch
 
     if raster not in RASTERS or swizzle not in SWIZZLES:
         raise UsageError(f"raster must be one of {', '.join(RASTERS)} and swizzle one of {SWIZZLES}, "
                          f"not {raster!r} and {swizzle!r}")
+    if splits != 1 and (splits not in SPLITS or cfg.schedule != "streamk"):
+        raise UsageError(f"splits must be 1, or one of {SPLITS} on a stream-K configuration; not {splits!r} on "
+                         f"{cfg.name}")
 
     m, n, k, dtype = check_operands(a, b, out, layout, "a CUTLASS kernel", "TMA")
     reason = _why_not(m, n, k, dtype, layout, cfg)
@@ -310,7 +335,7 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: CutlassConf
     lib = kernel(cfg, dtype, layout, a.device)
     ld = (k, b.stride(0), n)  # lda, ldb (N for nn, K for nt), ldd
     with torch.cuda.device(a.device):  # the library's cudart uses the thread's current device
-        order = (RASTERS[raster], swizzle)
+        order = (RASTERS[raster], swizzle, splits)
         nbytes = lib.workspace_size(m, n, k, *ld, *order)
         ws = _workspace(a.device, nbytes).data_ptr() if nbytes else None
         stream = torch.cuda.current_stream(a.device).cuda_stream
@@ -320,7 +345,7 @@ def launch(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: CutlassConf
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, cfg: CutlassConfig, layout: str = "nn", raster: str = "h",
-           swizzle: int = 1) -> torch.Tensor:
+           swizzle: int = 1, splits: int = 1) -> torch.Tensor:
     """A new (M, N) tensor = a @ b ("nn") or a @ b.T ("nt"), in a's dtype."""
     import torch
 
@@ -330,5 +355,5 @@ def matmul(a: torch.Tensor, b: torch.Tensor, cfg: CutlassConfig, layout: str = "
         raise UsageError(f"a and b must be 2-D, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
     n = b.shape[1] if layout == "nn" else b.shape[0]
     out = torch.empty((a.shape[0], n), dtype=a.dtype, device=a.device)
-    launch(a, b, out, cfg, layout, raster, swizzle)
+    launch(a, b, out, cfg, layout, raster, swizzle, splits)
     return out

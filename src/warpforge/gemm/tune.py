@@ -186,9 +186,14 @@ def cutlass_variants(screened: dict[str, dict[str, Any]], shape: GemmShape, devi
                      settings: TuneSettings) -> list[str]:
     """The `cutlass_variants` fastest screened CUTLASS configurations again, with their tile
     scheduler's other raster orders and swizzles (run-time settings of the same library;
-    cutlass_sm90.variant_names says where they are worth timing)."""
-    leaders = sorted((n for n in screened if n.startswith("cutlass_") and "/" not in n),
-                     key=lambda n: screened[n]["ms"])[: settings.cutlass_variants]
+    cutlass_sm90.variant_names says where they are worth timing), and the fastest stream-K
+    configuration's split-K factors where it is not among them (its own heuristic may not split)."""
+    if settings.cutlass_variants <= 0:
+        return []
+    ranked = sorted((n for n in screened if n.startswith("cutlass_") and "/" not in n), key=lambda n: screened[n]["ms"])
+    leaders = ranked[: settings.cutlass_variants]
+    leaders += [n for n in ranked if n.endswith("_streamk")][:1]
+    leaders = list(dict.fromkeys(leaders))
     if not leaders:
         return []
     from warpforge.gemm import cutlass_sm90, triton_gemm

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include <cuda_runtime.h>
 
@@ -87,6 +88,28 @@ using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 // Our own status codes sit above cutlass::Status's (0 = kSuccess ... < 100).
 constexpr int kNoDevice = 100;          // cudaGetDevice failed
 constexpr int kWorkspaceTooSmall = 101;
+constexpr int kNoSplitK = 102;          // splits > 1 asked of a scheduler that has no split-K (persistent)
+
+// Whether the tile scheduler's arguments take a split-K factor (the stream-K scheduler's do).
+template <class SchedulerArguments, class = void>
+struct has_splits : std::false_type {};
+template <class SchedulerArguments>
+struct has_splits<SchedulerArguments, std::void_t<decltype(std::declval<SchedulerArguments&>().splits)>>
+    : std::true_type {};
+using SchedulerArguments = std::remove_reference_t<decltype(std::declval<typename Gemm::Arguments&>().scheduler)>;
+constexpr bool kSplitK = has_splits<SchedulerArguments>::value;
+
+// splits > 1: a split-K decomposition into that many K slices. A template, so that the branch a
+// scheduler without split-K does not take is never compiled against its arguments.
+template <class Scheduler>
+void set_split_k(Scheduler& scheduler, int splits) {
+  if constexpr (has_splits<Scheduler>::value) {
+    if (splits > 1) {
+      scheduler.splits = splits;
+      scheduler.decomposition_mode = decltype(scheduler.decomposition_mode)::SplitK;
+    }
+  }
+}
 
 // SM count per device, asked once: CUTLASS would otherwise query it on every call (the persistent
 // grid is one cluster per SM).
@@ -104,8 +127,11 @@ int sm_count(int device) {
 // raster: 0 CUTLASS's heuristic, 1 along M, 2 along N (the order of cutlass::gemm::kernel::detail::
 // RasterOrderOptions); swizzle: the tile scheduler's max_swizzle_size (1, 2, 4 or 8). Both are the
 // persistent and stream-K schedulers' run-time arguments: one library serves every setting.
+// splits: 1 leaves the decomposition to the scheduler (stream-K's heuristic); more forces a split-K
+// decomposition into that many K slices, stream-K scheduler only (kNoSplitK elsewhere).
 typename Gemm::Arguments make_arguments(const void* a, const void* b, void* d, int m, int n, int k,
-                                        int lda, int ldb, int ldd, int raster, int swizzle, int device) {
+                                        int lda, int ldb, int ldd, int raster, int swizzle, int splits,
+                                        int device) {
   // Strides of (row/col, K, L) for A and B and of (M, N, L) for D; the unit stride is a static _1.
   auto stride_a = make_stride(int64_t(lda), Int<1>{}, int64_t(0));
 #if WF_B_KMAJOR
@@ -132,6 +158,7 @@ typename Gemm::Arguments make_arguments(const void* a, const void* b, void* d, i
   args.epilogue.thread.beta = 0.0f;
   args.scheduler.raster_order = static_cast<decltype(args.scheduler.raster_order)>(raster);
   args.scheduler.max_swizzle_size = swizzle;
+  set_split_k(args.scheduler, splits);
   return args;
 }
 
@@ -147,38 +174,47 @@ const char* wf_cutlass_name() { return "${NAME}/${DTYPE}/${LAYOUT}"; }
 const char* wf_cutlass_status_string(int status) {
   if (status == wf::kNoDevice) return "no current CUDA device";
   if (status == wf::kWorkspaceTooSmall) return "workspace smaller than wf_cutlass_workspace_size()";
+  if (status == wf::kNoSplitK) return "split-K asked of a kernel without the stream-K scheduler";
   return cutlassGetStatusString(static_cast<cutlass::Status>(status));
 }
 
 // 0 when this kernel can compute the problem (alignment, sizes), else a cutlass::Status code.
 // Host arithmetic only: no GPU is touched.
-int wf_cutlass_can_implement(int m, int n, int k, int lda, int ldb, int ldd, int raster, int swizzle) {
-  auto args = wf::make_arguments(nullptr, nullptr, nullptr, m, n, k, lda, ldb, ldd, raster, swizzle, 0);
+int wf_cutlass_can_implement(int m, int n, int k, int lda, int ldb, int ldd, int raster, int swizzle,
+                             int splits) {
+  if (splits > 1 && !wf::kSplitK) {
+    return wf::kNoSplitK;
+  }
+  auto args = wf::make_arguments(nullptr, nullptr, nullptr, m, n, k, lda, ldb, ldd, raster, swizzle, splits, 0);
   args.hw_info.sm_count = 1;  // not used by the check; avoids asking a device
   return static_cast<int>(wf::Gemm::can_implement(args));
 }
 
 // Bytes of device workspace one call needs on the current device (0 for the persistent scheduler;
 // stream-K keeps partial tiles and flags there).
-size_t wf_cutlass_workspace_size(int m, int n, int k, int lda, int ldb, int ldd, int raster, int swizzle) {
+size_t wf_cutlass_workspace_size(int m, int n, int k, int lda, int ldb, int ldd, int raster, int swizzle,
+                                 int splits) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
     return 0;
   }
   return wf::Gemm::get_workspace_size(
-      wf::make_arguments(nullptr, nullptr, nullptr, m, n, k, lda, ldb, ldd, raster, swizzle, device));
+      wf::make_arguments(nullptr, nullptr, nullptr, m, n, k, lda, ldb, ldd, raster, swizzle, splits, device));
 }
 
 // D = A . B on `stream` (a cudaStream_t; 0 is the legacy default stream). Returns 0 or a status code
 // (wf_cutlass_status_string). Allocates nothing: `workspace` holds at least
 // wf_cutlass_workspace_size() bytes (any pointer when that is 0).
 int wf_cutlass_gemm(const void* a, const void* b, void* d, int m, int n, int k, int lda, int ldb, int ldd,
-                    int raster, int swizzle, void* stream, void* workspace, size_t workspace_bytes) {
+                    int raster, int swizzle, int splits, void* stream, void* workspace, size_t workspace_bytes) {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
     return wf::kNoDevice;
   }
-  auto args = wf::make_arguments(a, b, d, m, n, k, lda, ldb, ldd, raster, swizzle, device);
+  if (splits > 1 && !wf::kSplitK) {
+    return wf::kNoSplitK;
+  }
+  auto args = wf::make_arguments(a, b, d, m, n, k, lda, ldb, ldd, raster, swizzle, splits, device);
   cutlass::Status status = wf::Gemm::can_implement(args);
   if (status != cutlass::Status::kSuccess) {
     return static_cast<int>(status);
