@@ -89,6 +89,7 @@ def prepare(args: argparse.Namespace) -> None:
         (out / side).mkdir(parents=True, exist_ok=True)
     l1 = cudal1_kernels(Path(args.cudal1))
     aside = set_aside(getattr(args, "set_aside", None))
+    ahead = set(getattr(args, "ahead", None) or [])
     lines, meta = [], []
     with Archive(args.archive, read_only=True) as archive:
         for t in sample_tasks(Path(args.sample)):
@@ -107,6 +108,14 @@ def prepare(args: argparse.Namespace) -> None:
                              "campaign_speedup": pick.speedup, "kernels_kind": pick.kernels_kind}
                 if side == "flagged":
                     row[side]["reason"] = aside[pick.id]
+            # candidates still waiting for their campaign result, timed now in case one becomes the best
+            # (the table takes only the result of the best's own file)
+            for a in archive.attempts(task=name):
+                if a.id in ahead and a.source and (best is None or a.id != best.id):
+                    path = out / "ours" / f"{slug(name)}__c{a.id}.py"
+                    path.write_text(a.source)
+                    lines.append(f"{task_file}:ours/{path.name}")
+                    row.setdefault("ahead", []).append(a.id)
             if name in l1 and Path(l1[name]).is_file():
                 path = out / "cudal1" / f"{slug(name)}.py"
                 shutil.copyfile(l1[name], path)
@@ -349,6 +358,9 @@ def main() -> None:
     p.add_argument("--cudal1", default=".kb/cudal1_order.txt", help="kernelbench_prep.py's TASK:KERNEL list")
     p.add_argument("--set-aside", action="append", metavar="ID=REASON",
                    help="a candidate the review found breaking the rules: not the task's best, timed beside it (repeatable)")
+    p.add_argument("--ahead", type=int, nargs="+", metavar="ID",
+                   help="candidates still waiting for their campaign result: timed too, so that a device call "
+                        "is not needed again if one becomes its task's best")
     t = sub.add_parser("table", help="the table from the final run's eval-batch --json results")
     t.add_argument("--archive", required=True)
     t.add_argument("--final", required=True, help="the folder `prepare` wrote")

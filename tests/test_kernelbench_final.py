@@ -121,6 +121,16 @@ def test_pending_pairs_across_calls_and_a_best_that_changed(tmp_path: Path) -> N
     assert now["level1/1_A"] != first["level1/1_A"] and now["level1/2_B"] == first["level1/2_B"]
     final.pending(argparse.Namespace(final=str(out), match="1_A", exclude=None))
     assert (out / "pending.txt").read_text() == f"{kb}/level1/1_A.py:ours/{now['level1/1_A']}\n"
+    # a candidate still waiting for its campaign result can be timed ahead; it counts once it is the best
+    with Archive(db) as archive:
+        run = archive.start_run({}, 0)
+        waiting = archive.add_candidate(run, proposal("k10 = 1\n", task="level1/2_B"), 10)
+    final.prepare(argparse.Namespace(**{**vars(prep), "ahead": [waiting]}))
+    final.pending(argparse.Namespace(final=str(out), match="2_B", exclude=None))
+    assert (out / "pending.txt").read_text().splitlines() == [
+        f"{kb}/level1/2_B.py:ours/{now['level1/2_B']}", f"{kb}/level1/2_B.py:ours/level1__2_B__c{waiting}.py"]
+    assert (out / "ours" / f"level1__2_B__c{waiting}.py").read_text() == "k10 = 1\n"
+    final.prepare(prep)
     summary = final.table(argparse.Namespace(archive=str(db), final=str(out), out=str(tmp_path / "t"),
                                              results=[str(out / "results" / "call-1.jsonl")]))
     assert summary["faster_than_eager"] == 0  # the stale 1.9x is not the current best's
