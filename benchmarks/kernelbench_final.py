@@ -223,6 +223,7 @@ def table(args: argparse.Namespace) -> dict[str, Any]:
                 "ours": _summary(ours), "cudal1": _summary(l1), "flagged": _summary(flagged),
                 "flagged_reason": (meta[name].get("flagged") or {}).get("reason"),
                 "ours_language": (meta[name].get("ours") or {}).get("language"),
+                "has_kernel": {"ours": bool(meta[name].get("ours")), "cudal1": bool(meta[name].get("cudal1"))},
                 "ours_credited": _credited(ours), "cudal1_credited": _credited(l1),
                 "custom": bool(ours and ours.get("correct") and (ours.get("kernels") or {}).get("kind") == "custom_kernel"),
             })
@@ -344,7 +345,33 @@ def markdown(rows: list[dict[str, Any]], s: dict[str, Any]) -> str:
               f"- {pk}; {sk} (geomean over tasks; an incorrect candidate counts as the eager program, 1.00x)",
               f"- tokens {s['tokens']:,} (estimated where the provider reports none), cost ${s['cost_usd']:.2f}",
               f"- GPU: {s['gpu']}", ""]
+    missed = [m for r in rows for m in misses(r)]
+    if missed:
+        lines += ["What is not credited, per task, with the reason:", "", *missed, ""]
     return "\n".join(lines)
+
+
+def misses(row: dict[str, Any]) -> list[str]:
+    """A line for each side of a task that is not credited a speedup over eager, saying why: no
+    kernel, no result yet, the evaluator's reason for refusing it, or a speedup within noise."""
+    out = []
+    for side, label, credited in (("ours", "ours", row["ours_credited"]), ("cudal1", "CUDA-L1", row["cudal1_credited"])):
+        r = row[side]
+        if credited > 1.0:
+            continue
+        speedup = r.get("speedup") if r else None
+        if r is None:
+            has = (row.get("has_kernel") or {}).get(side, True)
+            why = "not timed yet" if has else ("no verified kernel in the campaign" if side == "ours"
+                                                else "CUDA-L1 released no kernel for this task")
+        elif not r.get("correct"):
+            why = f"{r.get('status')}: {' '.join(str(r.get('reason') or '').split())[:240]}"
+        elif isinstance(speedup, (int, float)) and speedup < 0.995:  # reads below 1.00x
+            why = f"slower than eager ({_x(speedup)})"
+        else:
+            why = f"{_x(speedup)} over eager, within the timing's noise (its interval or range reaches 1.00)"
+        out.append(f"- {row['task']}, {label}: {why}")
+    return out
 
 
 def main() -> None:
