@@ -1,5 +1,7 @@
 """The numbers docs/gemm.md quotes from tuning records: seconds per shape, verifications, and the
-best configuration of each kernel family against torch.matmul (geometric mean over the shapes).
+best configuration of each kernel family against torch.matmul (geometric mean over the shapes);
+then where each family wins, by the shape's class (issue 23's three: latency-bound under 10 µs
+of torch.matmul, 10-50 µs, and the larger ones), as a markdown table.
 
     python benchmarks/gemm_tune_summary.py benchmarks/results/gemm_h100-80gb-hbm3_*_tune_2026-11-23.jsonl
     python benchmarks/gemm_tune_summary.py benchmarks/results/gemm_h200_llm_tune_2026-11-23.jsonl
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter, defaultdict
+from typing import Any
 
 from warpforge import jsonl
 from warpforge.metrics import geometric_mean
@@ -19,6 +22,51 @@ def family(name: str) -> str:
         if name.startswith(prefix + "_"):
             return prefix
     return name.split(":", 1)[0]
+
+
+# (label, upper bound of torch.matmul's time in ms) of the shape classes
+CLASSES = (("under 10 µs", 0.010), ("10-50 µs", 0.050), ("50 µs and over", float("inf")))
+WIN = 1.01  # a family wins a shape where its best configuration is this much faster than torch.matmul
+
+
+def shape_class(torch_ms: float) -> str:
+    return next(label for label, upper in CLASSES if torch_ms < upper)
+
+
+def family_bests(record: dict[str, Any]) -> dict[str, float]:
+    """Family -> its fastest verified configuration's speedup over torch.matmul on this shape."""
+    torch_ms = record["baselines"]["torch"]["ms"]
+    fastest: dict[str, float] = {}
+    for c in record["candidates"]:
+        if c["status"] == "ok":
+            ms = (c.get("final") or c.get("screen") or c["prescreen"])["ms"]
+            fastest[family(c["name"])] = min(ms, fastest.get(family(c["name"]), ms))
+    return {fam: torch_ms / ms for fam, ms in fastest.items() if fam != "torch"}
+
+
+def by_class(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per shape class and family: the shapes it was timed on, those it wins (its best at least
+    WIN x torch.matmul), the shapes the tuner chose it for, and its best's geomean over torch."""
+    rows = []
+    for label, _ in CLASSES:
+        members = [r for r in records if shape_class(r["baselines"]["torch"]["ms"]) == label]
+        bests = [family_bests(r) for r in members]
+        for fam in sorted({f for b in bests for f in b}):
+            ratios = [b[fam] for b in bests if fam in b]
+            rows.append({"class": label, "shapes": len(members), "family": fam, "timed": len(ratios),
+                         "wins": sum(v >= WIN for v in ratios),
+                         "chosen": sum(family(r["choice"]) == fam for r in members),
+                         "geomean": geometric_mean(ratios), "max": max(ratios)})
+    return rows
+
+
+def class_markdown(rows: list[dict[str, Any]]) -> str:
+    lines = ["| shapes (torch.matmul time) | family | timed on | wins (>= 1.01x) | chosen | best vs torch, geomean | max |",
+             "|---|---|--:|--:|--:|--:|--:|"]
+    for r in rows:
+        lines.append(f"| {r['class']} ({r['shapes']}) | {r['family']} | {r['timed']} | {r['wins']} | {r['chosen']} | "
+                     f"{r['geomean']:.3f}x | {r['max']:.2f}x |")
+    return "\n".join(lines)
 
 
 def summarize(path: str) -> None:
@@ -49,6 +97,8 @@ def summarize(path: str) -> None:
     for r in records:
         if (r["M"], r["N"], r["K"]) == (8192, 12288, 4096):
             print(f"  8192x12288x4096 torch.matmul: {r['baselines']['torch']['ms']:.3f} ms")
+    print("\nwhere each family wins, by shape class:\n")
+    print(class_markdown(by_class(records)))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,44 @@
+"""benchmarks/gemm_tune_summary.py: where each kernel family wins, by the shape's class."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _summary() -> Any:
+    spec = importlib.util.spec_from_file_location("gemm_tune_summary", ROOT / "benchmarks" / "gemm_tune_summary.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _record(torch_ms: float, choice: str, **family_ms: float) -> dict[str, Any]:
+    candidates = [{"name": name.replace("__", ":"), "status": "ok", "screen": {"ms": ms}} for name, ms in family_ms.items()]
+    candidates.append({"name": "cutlass_128x128x64_c1x1_coop", "status": "error", "error": "wrong"})  # not timed
+    return {"baselines": {"torch": {"ms": torch_ms}}, "candidates": candidates, "choice": choice}
+
+
+def test_families_are_scored_per_shape_class() -> None:
+    s = _summary()
+    records = [
+        # latency-bound: CUTLASS wins one of two; the failed configuration counts nowhere
+        _record(0.008, "cutlass_64x128x64_c1x1_pingpong", cutlass_64x128x64_c1x1_pingpong=0.007, triton_tiled__a=0.009),
+        _record(0.005, "torch", cutlass_64x128x64_c1x1_pingpong=0.006, triton_tiled__a=0.005),
+        # a large shape: cuBLASLt wins, Triton is 1.005x (under the 1.01x that counts as a win)
+        _record(0.400, "cublaslt:2", cublaslt__2=0.360, triton_tiled__a=0.398),
+    ]
+    rows = {(r["class"], r["family"]): r for r in s.by_class(records)}
+    small = rows[("under 10 µs", "cutlass")]
+    assert (small["shapes"], small["timed"], small["wins"], small["chosen"]) == (2, 2, 1, 1)
+    assert abs(small["geomean"] - ((0.008 / 0.007) * (0.005 / 0.006)) ** 0.5) < 1e-9
+    assert rows[("under 10 µs", "triton_tiled")]["wins"] == 0
+    big_lt, big_triton = rows[("50 µs and over", "cublaslt")], rows[("50 µs and over", "triton_tiled")]
+    assert (big_lt["wins"], big_lt["chosen"], big_triton["wins"]) == (1, 1, 0)
+    assert ("10-50 µs", "cutlass") not in rows  # no shape of that class
+    table = s.class_markdown(s.by_class(records))
+    assert "| under 10 µs (2) | cutlass | 2 | 1 | 1 |" in table
