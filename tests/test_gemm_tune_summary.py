@@ -42,3 +42,20 @@ def test_families_are_scored_per_shape_class() -> None:
     assert ("10-50 µs", "cutlass") not in rows  # no shape of that class
     table = s.class_markdown(s.by_class(records))
     assert "| under 10 µs (2) | cutlass | 2 | 1 | 1 |" in table
+
+
+def test_the_held_out_shapes_are_off_the_grid_aligned_and_as_committed(tmp_path: Path) -> None:
+    """benchmarks/gemm_heldout_shapes.py: the committed file is what the fixed seed draws, every
+    shape is a multiple of 64 within the grid's range, and none is a grid point."""
+    spec = importlib.util.spec_from_file_location("gemm_heldout_shapes", ROOT / "benchmarks" / "gemm_heldout_shapes.py")
+    assert spec and spec.loader
+    held = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(held)
+    from warpforge.gemm.shapes import CUDAL2_DIMS, load_shapes
+
+    committed = [(s.M, s.N, s.K) for s in load_shapes(ROOT / "benchmarks" / "gemm_heldout_cudal2.csv")]
+    assert committed == held.draw(len(committed)) and len(committed) == len(set(committed)) == 96
+    for dims in committed:
+        assert all(d % 64 == 0 and 64 <= d <= 16384 for d in dims), dims
+        assert not all(d in CUDAL2_DIMS for d in dims), dims
+    assert held.draw(5, seed=1) != held.draw(5, seed=2)
