@@ -312,9 +312,9 @@ def _geomean(values: list[float]) -> float | None:
 
 
 def markdown(rows: list[dict[str, Any]], s: dict[str, Any]) -> str:
-    def cell(r: dict[str, Any] | None) -> str:
+    def cell(r: dict[str, Any] | None, has_kernel: bool = False) -> str:
         if r is None:
-            return "no kernel"
+            return "not timed yet" if has_kernel else "no kernel"
         if not r.get("correct"):
             return f"{r.get('status')}"
         lo_hi, unpaired = r.get("speedup_interval"), r.get("unpaired_range")
@@ -328,8 +328,10 @@ def markdown(rows: list[dict[str, Any]], s: dict[str, Any]) -> str:
     for r in rows:
         ours = r["ours"]
         aside = f"{cell(r['flagged'])}: {r['flagged_reason']}" if r.get("flagged_reason") else ""
-        lines.append(f"| {r['task']} | {r['candidates']} ({r['correct']}) | {cell(ours)} | "
-                     f"{_x(ours.get('speedup_vs_compile')) if ours and ours.get('correct') else '-'} | {cell(r['cudal1'])} | "
+        has = r.get("has_kernel") or {}
+        lines.append(f"| {r['task']} | {r['candidates']} ({r['correct']}) | {cell(ours, has.get('ours', False))} | "
+                     f"{_x(ours.get('speedup_vs_compile')) if ours and ours.get('correct') else '-'} | "
+                     f"{cell(r['cudal1'], has.get('cudal1', False))} | "
                      f"{'custom' if r['custom'] else (r['ours_language'] or '-')} | {aside} |")
     pk = ", ".join(f"pass@{k} {v:.2f}" for k, v in s["pass_at_k"].items() if v is not None)
     sk = ", ".join(f"speedup@{k} {v:.2f}x" for k, v in s["speedup_at_k_geomean"].items() if v is not None)

@@ -147,6 +147,7 @@ def test_pending_pairs_across_calls_and_a_best_that_changed(tmp_path: Path) -> N
     assert "- level1/1_A, ours: 1.09x over eager, within the timing's noise" in noisy_md
     assert "- level1/2_B, ours: not timed yet" in noisy_md
     assert "- level1/2_B, CUDA-L1: CUDA-L1 released no kernel for this task" in noisy_md
+    assert "| level1/2_B | 1 (1) | not timed yet | - | no kernel |" in noisy_md
     (out / "results" / "call-2.jsonl").write_text(json.dumps({**row_b, "speedup_interval": [1.02, 1.17]}) + "\n")
     clear = final.table(argparse.Namespace(archive=str(db), final=str(out), out=str(tmp_path / "t3"), results=results))
     assert clear["faster_than_eager"] == 1 and math.isclose(clear["geomean_ours"], math.sqrt(1.09))
