@@ -237,6 +237,22 @@ def test_best_picks_the_fastest_correct_timed_attempt(archive):
     assert archive.best("level1/none") is None
 
 
+def test_best_prefers_a_speedup_beyond_the_noise_to_a_faster_one_within_it(archive):
+    """A 1.09x whose paired interval reaches 1.00 (KernelBench level3/24's untouched program, timed
+    against itself) does not outrank a 1.05x that is faster than eager for sure; with no such
+    attempt, the point speedup decides as before."""
+    import dataclasses
+
+    run = archive.start_run({}, seed=0)
+    noisy = dataclasses.replace(result(ms=2.0 / 1.09), paired={"speedup": 1.09, "interval": [0.95, 1.21], "unstable": False})
+    sure = dataclasses.replace(result(ms=2.0 / 1.05), paired={"speedup": 1.05, "interval": [1.02, 1.08], "unstable": False})
+    noisy_id = add(archive, run, 0, "noisy\n", noisy)
+    assert archive.best(TASK).id == noisy_id  # the only one: still the best, though not "improved"
+    sure_id = add(archive, run, 1, "sure\n", sure)
+    best = archive.best(TASK)
+    assert best is not None and best.id == sure_id and math.isclose(best.speedup, 1.05)
+
+
 def test_lineage_is_oldest_first_then_the_candidate(archive):
     run = archive.start_run({}, seed=0)
     a = add(archive, run, 0, "a\n", result())
