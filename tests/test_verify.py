@@ -238,3 +238,31 @@ def test_sets_drawn_one_at_a_time_get_their_outputs_norms_and_a_failed_draw_is_n
     with pytest.raises(reference._DrawFailed) as failed:
         reference._reference_outputs(model, pristine, reference._iter_trials(module, {}, [4], "cpu"), "cpu", on_host=True)
     assert "fourth set" in str(failed.value.__cause__)
+
+
+def test_the_spread_samples_stay_inside_big_outputs_and_never_fail_a_draw(monkeypatch):
+    """The positions sampled for the spread across sets are whole numbers below n at any size (a
+    float32 linspace had rounded n - 1 up to n past 2**24 elements, and `take` read past the end
+    of KernelBench level1/23's 1.6e9-element output); and the spread only feeds a warning, so a
+    failure there leaves the draw and its verdicts alone."""
+    import types
+
+    from warpforge.evaluate import reference
+    from warpforge.evaluate import state as module_state
+
+    for n in (1, 3, 2**24 + 4, 2**25, 4096 * 393216):
+        positions = reference.sample_positions(n, reference.SPREAD_SAMPLES)
+        assert len(positions) == min(n, reference.SPREAD_SAMPLES) and int(positions[0]) == 0
+        assert int(positions[-1]) == n - 1 and bool((positions[1:] > positions[:-1]).all())
+    model = torch.nn.Linear(8, 4)
+    module = types.SimpleNamespace(get_inputs=lambda: [torch.randn(16, 8)])
+    pristine = module_state.snapshot(model)
+
+    def broken(out):
+        raise RuntimeError("device-side assert")
+
+    monkeypatch.setattr(reference, "_sampled", broken)
+    sets = reference._iter_trials(module, {}, [1, 2], "cpu")
+    outputs, _, _, _, _, notes, spreads = reference._reference_outputs(model, pristine, sets, "cpu")
+    assert len(outputs) == 2 and spreads == [None]
+    assert any("spread across input sets was not measured" in n for n in notes)
