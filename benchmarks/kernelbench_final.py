@@ -172,7 +172,7 @@ def _credited(r: dict[str, Any] | None) -> float:
     review found level3/24's 1.09x, interval 0.95-1.21, to be the task's own program timed twice)."""
     s = r.get("speedup") if r and r.get("correct") else None
     interval = (r.get("speedup_interval") or _unpaired_range(r)) if r else None
-    if interval and not float(interval[0]) > 1.0:
+    if not interval or not float(interval[0]) > 1.0:  # no interval and no timing to judge the noise by: not credited
         return 1.0
     return float(s) if isinstance(s, (int, float)) and s > 1.0 else 1.0
 
@@ -187,9 +187,10 @@ def _unpaired_range(r: dict[str, Any]) -> tuple[float, float] | None:
         r_ms, r_iqr = float(timing["reference"]["median_ms"]), float(timing["reference"]["iqr_ms"])
     except (KeyError, TypeError, ValueError):
         return None
-    if not c_ms - c_iqr / 2 > 0:
+    if not c_ms + c_iqr / 2 > 0:
         return None
-    return (r_ms - r_iqr / 2) / (c_ms + c_iqr / 2), (r_ms + r_iqr / 2) / (c_ms - c_iqr / 2)
+    low = (r_ms - r_iqr / 2) / (c_ms + c_iqr / 2)
+    return low, (r_ms + r_iqr / 2) / (c_ms - c_iqr / 2) if c_ms - c_iqr / 2 > 0 else math.inf
 
 
 def _x(v: Any) -> str:
@@ -204,7 +205,8 @@ def table(args: argparse.Namespace) -> dict[str, Any]:
     paths = [args.results] if isinstance(args.results, str) else list(args.results)
     for r in read_results(paths):
         task, side, file = _pair_key(str(r["task"]), str(r.get("candidate", "")))  # side: ours or cudal1
-        if task in meta and file == (meta[task].get(side) or {}).get("file", file):  # not a stale best's
+        wanted = (meta.get(task) or {}).get(side)
+        if wanted and file == wanted["file"]:  # the current best's own file: not a stale best's, not one timed ahead
             results[(task, side)] = r
     rows = []
     with Archive(args.archive, read_only=True) as archive:
@@ -368,10 +370,12 @@ def misses(row: dict[str, Any]) -> list[str]:
                                                 else "CUDA-L1 released no kernel for this task")
         elif not r.get("correct"):
             why = f"{r.get('status')}: {' '.join(str(r.get('reason') or '').split())[:240]}"
-        elif isinstance(speedup, (int, float)) and speedup < 0.995:  # reads below 1.00x
+        elif not isinstance(speedup, (int, float)):
+            why = "correct, but no speedup was measured (timing unstable or not timed)"
+        elif speedup < 0.995:  # reads below 1.00x
             why = f"slower than eager ({_x(speedup)})"
         else:
-            why = f"{_x(speedup)} over eager, within the timing's noise (its interval or range reaches 1.00)"
+            why = f"{_x(speedup)} over eager, within the timing's noise (its interval or range reaches 1.00, or none was measured)"
         out.append(f"- {row['task']}, {label}: {why}")
     return out
 

@@ -57,9 +57,10 @@ def test_the_final_table_from_a_campaign_and_one_run(tmp_path: Path) -> None:
     assert (out / "ours" / ours).read_text() == "fast = 1\n"
     # the final run (eval-batch --json of the manifest): ours 1.8x with its own kernels, CUDA-L1 1.2x
     runs = [{"task": f"{kb}/level1/1_A.py", "candidate": str(out / "ours" / ours), "status": "correct",
-             "correct": True, "speedup": 1.8, "speedup_vs_compile": 1.5, "kernels": {"kind": "custom_kernel"}},
+             "correct": True, "speedup": 1.8, "speedup_interval": [1.7, 1.9], "speedup_vs_compile": 1.5,
+             "kernels": {"kind": "custom_kernel"}},
             {"task": f"{kb}/level1/1_A.py", "candidate": str(out / "cudal1" / "level1__1_A.py"), "status": "correct",
-             "correct": True, "speedup": 1.2, "kernels": {"kind": "custom_kernel"}}]
+             "correct": True, "speedup": 1.2, "speedup_interval": [1.1, 1.3], "kernels": {"kind": "custom_kernel"}}]
     (tmp_path / "final.jsonl").write_text("eval-batch's progress line\n" + "\n".join(json.dumps(r) for r in runs) + "\n")
     summary = final.table(argparse.Namespace(archive=str(db), final=str(out), results=str(tmp_path / "final.jsonl"),
                                              out=str(tmp_path / "table")))
@@ -69,7 +70,7 @@ def test_the_final_table_from_a_campaign_and_one_run(tmp_path: Path) -> None:
     assert summary["targets"] == {"faster_share >= 0.80": False, "geomean_ours > geomean_cudal1": True,
                                   "custom_share >= 0.75": True}
     table = (tmp_path / "table" / "final_table.md").read_text()
-    assert "| level1/1_A | 2 (1) | 1.80x | 1.50x | 1.20x | custom |" in table
+    assert "| level1/1_A | 2 (1) | 1.80x (1.70–1.90) | 1.50x | 1.20x (1.10–1.30) | custom |" in table
     # the manifest run in two parts (device calls), the second also re-running ours at 1.6x: the same
     # table from both files, the later file's result of a pair winning
     (tmp_path / "part1.jsonl").write_text(json.dumps(runs[0]) + "\n")
@@ -78,6 +79,17 @@ def test_the_final_table_from_a_campaign_and_one_run(tmp_path: Path) -> None:
                                            results=[str(tmp_path / "part1.jsonl"), str(tmp_path / "part2.jsonl")]))
     assert math.isclose(parts["geomean_ours"], math.sqrt(1.6)) and math.isclose(parts["geomean_cudal1"], math.sqrt(1.2))
     assert "| level1/2_B | 1 (0) | no kernel | - | no kernel |" in table
+    # a candidate timed ahead for a task without a verified best is not that task's result
+    with Archive(db) as archive:
+        waiting = archive.add_candidate(archive.start_run({}, 0), proposal("next = 1\n", task="level1/2_B"), 9)
+    final.prepare(argparse.Namespace(archive=str(db), out=str(out), sample=str(sample), kernelbench=str(kb),
+                                     cudal1=str(order), ahead=[waiting]))
+    early = {"task": f"{kb}/level1/2_B.py", "candidate": str(out / "ours" / f"level1__2_B__c{waiting}.py"),
+             "status": "correct", "correct": True, "speedup": 3.0, "speedup_interval": [2.9, 3.1]}
+    (tmp_path / "early.jsonl").write_text(json.dumps(early) + "\n")
+    ahead = final.table(argparse.Namespace(archive=str(db), final=str(out), out=str(tmp_path / "ahead"),
+                                           results=[str(tmp_path / "part1.jsonl"), str(tmp_path / "early.jsonl")]))
+    assert ahead["faster_than_eager"] == 1 and math.isclose(ahead["geomean_ours"], math.sqrt(1.8))
 
 
 def test_pending_pairs_across_calls_and_a_best_that_changed(tmp_path: Path) -> None:
@@ -163,6 +175,10 @@ def test_pending_pairs_across_calls_and_a_best_that_changed(tmp_path: Path) -> N
     (out / "results" / "call-2.jsonl").write_text(json.dumps(unpaired(0.7)) + "\n")
     wide = final.table(argparse.Namespace(archive=str(db), final=str(out), out=str(tmp_path / "t5"), results=results))
     assert wide["faster_than_eager"] == 0 and wide["geomean_ours"] == 1.0
+    # noise wider than the candidate's own time: still judged by the low end, never credited by default
+    assert final._credited(unpaired(7.0)) == 1.0 and final._unpaired_range(unpaired(7.0))[1] == math.inf
+    # a speedup with neither an interval nor timings to judge its noise by is not credited
+    assert final._credited({**row_b, "speedup": 1.5, "speedup_interval": None}) == 1.0
 
 
 def test_a_best_the_review_set_aside_is_timed_beside_the_next_best_and_not_claimed(tmp_path: Path) -> None:
@@ -188,12 +204,13 @@ def test_a_best_the_review_set_aside_is_timed_beside_the_next_best_and_not_claim
     assert meta["ours"]["candidate_id"] == ids[1] and meta["flagged"]["candidate_id"] == ids[0]
     assert (out / "flagged" / meta["flagged"]["file"]).read_text() == "fp16_split = 1\n"
     rows = [{"task": f"{kb}/level2/22_X.py", "candidate": str(out / side / meta[side]["file"]), "status": "correct",
-             "correct": True, "speedup": s} for side, s in (("ours", 1.6), ("flagged", 3.5))]
+             "correct": True, "speedup": s, "speedup_interval": [s - 0.1, s + 0.1]}
+            for side, s in (("ours", 1.6), ("flagged", 3.5))]
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     summary = final.table(argparse.Namespace(archive=str(db), final=str(out), out=str(tmp_path / "t"),
                                              results=[str(tmp_path / "r.jsonl")]))
     assert math.isclose(summary["geomean_ours"], 1.6) and math.isclose(summary["geomean_ours_counting_set_aside"], 3.5)
-    assert "| 3.50x: 3xFP16 split |" in (tmp_path / "t" / "final_table.md").read_text()
+    assert "| 3.50x (3.40–3.60): 3xFP16 split |" in (tmp_path / "t" / "final_table.md").read_text()
     # with the eager time recorded, the page plots each correct result once, with its task on hover
     timed = [{**r, "reference_ms": 2.0, "compile_ms": 1.6} for r in rows]
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in timed))
