@@ -253,6 +253,26 @@ def test_best_prefers_a_speedup_beyond_the_noise_to_a_faster_one_within_it(archi
     assert best is not None and best.id == sure_id and math.isclose(best.speedup, 1.05)
 
 
+def test_a_target_is_reached_by_a_sure_speedup_and_stays_reached(archive):
+    """--target-speedup: the best must reach the target and, above 1x, be faster than eager beyond
+    the noise; a later attempt cannot undo it (best_attempt ranks sure speedups first)."""
+    import dataclasses
+
+    from warpforge.archive import target_reached
+
+    run = archive.start_run({}, seed=0)
+    noisy = dataclasses.replace(result(ms=2.0 / 1.09), paired={"speedup": 1.09, "interval": [0.95, 1.21], "unstable": False})
+    add(archive, run, 0, "noisy\n", noisy)
+    assert not target_reached(archive.best(TASK), 1.08)  # 1.09x, but not beyond the noise
+    assert target_reached(archive.best(TASK), 0.9)  # a target under 1x asks for no improvement
+    sure = dataclasses.replace(result(ms=2.0 / 1.10), paired={"speedup": 1.10, "interval": [1.05, 1.15], "unstable": False})
+    add(archive, run, 1, "sure\n", sure)
+    assert target_reached(archive.best(TASK), 1.08)
+    small = dataclasses.replace(result(ms=2.0 / 1.01), paired={"speedup": 1.01, "interval": [1.005, 1.02], "unstable": False})
+    add(archive, run, 2, "small\n", small)
+    assert target_reached(archive.best(TASK), 1.08) and not target_reached(None, 1.0)
+
+
 def test_lineage_is_oldest_first_then_the_candidate(archive):
     run = archive.start_run({}, seed=0)
     a = add(archive, run, 0, "a\n", result())

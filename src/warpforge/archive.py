@@ -193,6 +193,15 @@ def improves_on_eager(attempt: Attempt) -> bool:
                                attempt.reference_ms, attempt.reference_iqr_ms)
 
 
+def target_reached(best: Attempt | None, target: float) -> bool:
+    """THE rule for `--target-speedup`: the task's best (`best_attempt`) reaches `target` and, for a
+    target above 1, is faster than eager beyond the noise. With `best_attempt` ranking such
+    attempts first, a later attempt can only keep the target reached, never undo it."""
+    if best is None or not (best.speedup or 0.0) >= target:
+        return False
+    return target <= 1.0 or improves_on_eager(best)
+
+
 def _positive(v: float | None) -> bool:
     return isinstance(v, int | float) and math.isfinite(v) and v > 0
 

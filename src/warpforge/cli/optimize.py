@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from warpforge.archive import Archive
+from warpforge.archive import Archive, target_reached
 from warpforge.cli.archive import DEFAULT_ARCHIVE
 from warpforge.errors import ConfigError, UsageError
 from warpforge.task import Task
@@ -149,7 +149,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
           f"{summary.tokens} tokens, ${summary.cost_usd:.2f}; archive {args.archive} (run {summary.run_id})"
           + (f"; stopped: {summary.stopped_by}" if summary.stopped_by else ""), file=sys.stderr)
     if args.target_speedup is not None:
-        reached = all(o.best is not None and (o.best.speedup or 0.0) >= args.target_speedup for o in summary.outcomes)
+        reached = all(target_reached(o.best, args.target_speedup) for o in summary.outcomes)
         return 0 if reached and summary.outcomes else 1
     return 0 if improved else 1
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from warpforge.archive import Archive, Attempt, RunLock, best_attempt, improves_on_eager
+from warpforge.archive import Archive, Attempt, RunLock, best_attempt, improves_on_eager, target_reached
 from warpforge.candidate import Candidate, EvalResult
 from warpforge.config import EvalConfig
 from warpforge.errors import ConfigError
@@ -376,7 +376,7 @@ class Optimizer:
         if b.wall_seconds is not None and time.monotonic() - t.started >= b.wall_seconds:
             return f"wall-time budget spent ({b.wall_seconds:.0f} s)"
         best = best_attempt(self.archive.attempts(task=task.name, run_id=run_id))
-        if b.target_speedup is not None and best is not None and (best.speedup or 0.0) >= b.target_speedup:
+        if b.target_speedup is not None and target_reached(best, b.target_speedup):
             return f"target speedup {b.target_speedup:g}x reached"
         return ""
 
