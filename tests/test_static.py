@@ -383,6 +383,8 @@ scale(float* y) {}
 __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 3)
 l1norm_cluster_kernel(const float* x, float* y) {}
 __global__ void __attribute__((noinline)) __maxnreg__(64) tail_k(float* y) {}
+__global__ void __launch_bounds__(MAX(NT, min(256, 4 * 32))) __attribute__((visibility("default")))
+nested_k(float* y) {}
 '''
 
 
@@ -393,4 +395,4 @@ def test_kernel_names_are_found_past_comments():
     as its name (level1/38's best: `__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, 3)`)."""
     report = check_source(HEADER + f"cuda_src = {CUDA_WITH_COMMENTS!r}\n" + MODEL)
     assert report.rejected is None
-    assert set(report.kernel_names) == {"huber_fused_kernel", "scale", "l1norm_cluster_kernel", "tail_k"}
+    assert set(report.kernel_names) == {"huber_fused_kernel", "scale", "l1norm_cluster_kernel", "tail_k", "nested_k"}

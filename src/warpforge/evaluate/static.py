@@ -139,8 +139,21 @@ NATIVE_MARKERS = ("__global__", "__device__", "#include", "PYBIND11", "torch::",
 GLOBAL_KERNEL = re.compile(r"__global__\s+\w[\w\s:<>,*]*?\b(\w+)\s*\(")
 # a kernel's attributes with arguments, before its name: `__launch_bounds__(T, 2)`, `__cluster_dims__(2, 1, 1)`
 # (KernelBench level1/38's best in issue 22 was named `__cluster_dims__` and counted as a PyTorch
-# rewrite), `__maxnreg__(64)`, `__attribute__((...))`
-KERNEL_ATTRIBUTES = re.compile(r"\b__(?:launch_bounds|cluster_dims|maxnreg|attribute)__\s*\((?:[^()]|\([^()]*\))*\)")
+# rewrite), `__maxnreg__(64)`, `__attribute__((aligned(16)))`; their parentheses nest (strip_attributes)
+KERNEL_ATTRIBUTE = re.compile(r"\b__(?:launch_bounds|cluster_dims|maxnreg|attribute)__\s*\(")
+
+
+def strip_attributes(text: str) -> str:
+    """`text` with each KERNEL_ATTRIBUTE and its balanced parenthesised arguments blanked out."""
+    out, pos = [], 0
+    while (m := KERNEL_ATTRIBUTE.search(text, pos)) is not None:
+        depth, end = 1, m.end()
+        while end < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            end += 1
+        out += [text[pos:m.start()], " "]
+        pos = end
+    return "".join(out) + text[pos:]
 # comments, for naming kernels only: `__launch_bounds__(T, 2)  // a note` before the name hid it
 # (the forbidden-call check reads the source as written, where a `//` inside a string cannot hide code)
 C_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
@@ -167,7 +180,7 @@ def check_source(source: str, allow_tf32: bool = False) -> StaticReport:
     if "ModelNew" not in {n.name for n in tree.body if isinstance(n, ast.ClassDef)} and not any(
             isinstance(n, (ast.Assign, ast.ImportFrom)) and "ModelNew" in ast.dump(n) for n in tree.body):
         return StaticReport(syntax_error="the candidate does not define class ModelNew")
-    kernels = set(GLOBAL_KERNEL.findall(KERNEL_ATTRIBUTES.sub(" ", C_COMMENT.sub(" ", native))))
+    kernels = set(GLOBAL_KERNEL.findall(strip_attributes(C_COMMENT.sub(" ", native))))
     kernels |= _triton_kernels(tree)
     return StaticReport(rejected=problem, languages=_languages(source), kernel_names=tuple(sorted(kernels)))
 
