@@ -240,6 +240,16 @@ def test_sets_drawn_one_at_a_time_get_their_outputs_norms_and_a_failed_draw_is_n
     assert "fourth set" in str(failed.value.__cause__)
 
 
+def test_relative_change_counts_a_non_finite_or_reshaped_output_as_moving_without_bound():
+    from warpforge.evaluate.verify import relative_change
+
+    a = torch.tensor([3.0, 4.0], dtype=torch.float64)
+    assert relative_change(a, a) == 0.0 and relative_change(torch.zeros(2), torch.zeros(2)) == 0.0
+    assert math.isclose(relative_change(a, torch.tensor([3.0, 5.0], dtype=torch.float64)), 1 / math.sqrt(34))
+    for other in (torch.tensor([3.0, float("nan")]), torch.tensor([float("inf"), 4.0]), torch.zeros(3)):
+        assert relative_change(a, other.double()) == math.inf  # a NaN must never read as "no change"
+
+
 def test_the_spread_samples_stay_inside_big_outputs_and_never_fail_a_draw(monkeypatch):
     """The positions sampled for the spread across sets are whole numbers below n at any size (a
     float32 linspace had rounded n - 1 up to n past 2**24 elements, and `take` read past the end

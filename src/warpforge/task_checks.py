@@ -15,6 +15,7 @@ import torch
 
 from warpforge.errors import TaskError
 from warpforge.evaluate.inputs import KNOWN_DISTS
+from warpforge.evaluate.verify import relative_change
 from warpforge.task import Task, eval_metadata_expr, import_task_module
 
 MODEL_SEED = 0
@@ -124,7 +125,7 @@ def _one_output_problems(label: str, values: list[torch.Tensor]) -> list[str]:
     if all(v.abs().max().item() < MIN_MAGNITUDE for v in values if v.numel()):
         problems.append(f"{label} is all ~zero (every value below {MIN_MAGNITUDE:g})")
     if len(values) > 1:
-        changes = [_relative_change(values[0], v) for v in values[1:]]
+        changes = [relative_change(values[0], v) for v in values[1:]]
         if min(changes) < MIN_RELATIVE_CHANGE:
             problems.append(f"{label} barely changes with the inputs (relative change {min(changes):.2g} "
                             "between input seeds): it does not depend on them")
@@ -134,9 +135,3 @@ def _one_output_problems(label: str, values: list[torch.Tensor]) -> list[str]:
             problems.append(f"{label} is near-constant (std / mean|x| = {min(spreads):.2g})")
     return problems
 
-
-def _relative_change(a: torch.Tensor, b: torch.Tensor) -> float:
-    if a.shape != b.shape:
-        return float("inf")
-    scale = max(torch.linalg.vector_norm(a).item(), torch.linalg.vector_norm(b).item(), TINY)
-    return torch.linalg.vector_norm(a - b).item() / scale

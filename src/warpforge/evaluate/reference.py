@@ -20,7 +20,6 @@ import gc
 import hashlib
 import itertools
 import json
-import math
 import os
 import random
 import sys
@@ -42,7 +41,7 @@ from warpforge.evaluate.presets import fit_globals
 from warpforge.evaluate.protocol import (Baseline, BaselineFailed, Compare, Compared, Draw, Drawn, Loaded, ReferenceReady,
                                          ReferenceSpec, TaskFailed, Timed, TimeRound, parse, request_from_json)
 from warpforge.evaluate.sandbox import Channel, die_with_parent
-from warpforge.evaluate.verify import (Comparison, Tolerance, compare, native_error, reference_norm,
+from warpforge.evaluate.verify import (Comparison, Tolerance, compare, native_error, reference_norm, relative_change,
                                       summarize_reference)
 from warpforge.task import eval_metadata_expr, import_task_module, load_task
 
@@ -376,7 +375,7 @@ def _reference_outputs(model: torch.nn.Module, pristine: list[module_state.Saved
                 if not first:
                     first, spreads = samples, [None] * len(samples)
                 else:
-                    spreads = [None if a is None or b is None else max(s or 0.0, _relative_change(a, b))
+                    spreads = [None if a is None or b is None else max(s or 0.0, relative_change(a, b))
                                for s, a, b in zip(spreads, first, samples)]
             except Exception as exc:
                 notes.append(f"the outputs' spread across input sets was not measured ({type(exc).__name__}: {exc})")
@@ -409,16 +408,6 @@ def sample_positions(n: int, k: int, device: torch.device | str = "cpu") -> torc
     k = min(n, k)
     return torch.arange(k, dtype=torch.int64, device=device) * (n - 1) // max(k - 1, 1)
 
-
-def _relative_change(a: torch.Tensor, b: torch.Tensor) -> float:
-    """|b - a| / max(|a|, |b|) in L2; a non-finite change (NaN or Inf in either) counts as infinite."""
-    if a.shape != b.shape:
-        return math.inf
-    scale = max(float(torch.linalg.vector_norm(a)), float(torch.linalg.vector_norm(b)))
-    change = float(torch.linalg.vector_norm(b - a))
-    if not (math.isfinite(change) and math.isfinite(scale)):
-        return math.inf
-    return change / scale if scale > 0 else 0.0
 
 
 def _baseline_cache(spec: ReferenceSpec, hw: dict[str, Any]) -> Path | None:

@@ -120,6 +120,19 @@ def thin_margin_note(rel_l2_err: float, tolerances: list[Tolerance]) -> str | No
             f"{tolerances[0].rel_l2:.3g}; a kernel this close may fail on other inputs (a lower-precision scheme?)")
 
 
+def relative_change(a: torch.Tensor, b: torch.Tensor) -> float:
+    """|b - a| / max(|a|, |b|) in L2, 0 for two zero tensors; different shapes, or a NaN or Inf in
+    either, count as an infinite change (how far an output moves between input sets: the spread
+    behind `insensitive_note`, and task_checks' test of the suite's tasks)."""
+    if a.shape != b.shape:
+        return math.inf
+    scale = max(float(torch.linalg.vector_norm(a)), float(torch.linalg.vector_norm(b)))
+    change = float(torch.linalg.vector_norm(b - a))
+    if not (math.isfinite(change) and math.isfinite(scale)):
+        return math.inf
+    return change / scale if scale > 0 else 0.0
+
+
 def insensitive_note(spread: float | None, tolerance: Tolerance, index: int, outputs: int) -> str | None:
     """A warning for an output whose float64 values hardly move across the draw's input sets (their
     `spread`, relative L2, is under the tolerance): one fixed tensor, an input-free program's, would
