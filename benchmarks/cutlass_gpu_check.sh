@@ -4,7 +4,9 @@
 # no network), every fp16 configuration built for both layouts (and the GPU tests' bf16 ones) with
 # one nvcc per core, the GPU tests, then `gemm tune` on a sample of the llm shapes with the family
 # beside torch.matmul. Everything goes into OUT/all.tgz (a call brings back at most 8 files).
-# Usage: [SHAPES=llm|cudal2] [LAYOUTS="nn nt"] [TESTS=1] bash benchmarks/cutlass_gpu_check.sh OUT_DIR [SAMPLE]
+# PREBUILT="DIR ...": libraries built here beforehand (.cutlass_libs/nn ...), copied in so only what is
+# missing is built on the GPU machine (a library's name carries the hash of its source, flags and headers).
+# Usage: [SHAPES=llm|cudal2] [LAYOUTS="nn nt"] [TESTS=1] [PREBUILT=...] bash benchmarks/cutlass_gpu_check.sh OUT_DIR [SAMPLE]
 set -uo pipefail
 OUT=${1:?usage: cutlass_gpu_check.sh OUT_DIR [LLM_SAMPLE]}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -17,6 +19,7 @@ gpu_facts | tee "$W/gpu.txt"
 python3 -m zipfile -e .whl/nvidia_cutlass-*.whl /tmp/cutlass_pkg
 export WARPFORGE_CUTLASS_INCLUDE=/tmp/cutlass_pkg/cutlass_library/source/include WARPFORGE_CUTLASS_LIB_DIR=/tmp/cutlass_libs
 mkdir -p "$WARPFORGE_CUTLASS_LIB_DIR"
+for d in ${PREBUILT:-}; do cp "$d"/*.so "$WARPFORGE_CUTLASS_LIB_DIR"/; done
 step "build"
 python3 - <<'PY' 2>&1 | tee "$W/build.json"
 import json, os, time
