@@ -17,7 +17,8 @@ custom-kernel share, tokens and cost.
 A manifest too long for one device call runs in parts: `pending --final DIR [--match RE]
 [--exclude RE]` writes DIR/pending.txt, the pairs without a result in DIR/results/*.jsonl yet, and
 benchmarks/kernelbench_final.sh runs it on the GPU machine within a time limit, packing what
-arrives; `table --results DIR/results/*.jsonl` takes every part. Our kernel's file name carries
+arrives; `table --results DIR/results/*.jsonl` takes every part. `adopt --outbox BOX --results ...`
+gives a campaign job still pending the final run's result of the same candidate (timed ahead). Our kernel's file name carries
 its candidate id, so a best that changed after a partial run is a new pair, and the table takes
 only results of the current bests.
 
@@ -160,6 +161,43 @@ def pending(args: argparse.Namespace) -> None:
             and not (args.exclude and re.search(args.exclude, line))]
     (final / "pending.txt").write_text("".join(f"{line}\n" for line in keep))
     print(f"{len(keep)} of {len(lines)} pairs pending -> {final / 'pending.txt'}")
+
+
+def adopt(args: argparse.Namespace) -> int:
+    """Campaign jobs still pending whose candidate the final run already evaluated (`prepare --ahead`)
+    get that result as theirs: the same source (its hash), the same task file (the job's task hash
+    is the file's now) and the same evaluator configuration as the campaign's own results of that
+    task. A `task_error` (the machine's failure, not the candidate's) is not adopted. Returns how many."""
+    from warpforge.candidate import Candidate
+    from warpforge.executor.outbox import pending_jobs
+    from warpforge.task import load_task, resolve_task_path
+
+    box = Path(args.outbox)
+    final = [r for r in read_results(args.results) if r.get("status") != "task_error"]
+    done = [json.loads(p.read_text()) for p in sorted((box / "results").glob("*.json"))]
+    adopted = 0
+    for job in pending_jobs(box):
+        name = _pair_key(job["task"], "x")[0]
+        source_id = Candidate(job["source"]).id
+        if load_task(resolve_task_path(job["task"])).source_hash != job["task_hash"]:
+            print(f"{job['key']}: {name}'s task file changed since the job was written; not adopted")
+            continue
+        configs = {json.dumps(r.get("config"), sort_keys=True) for r in done if _pair_key(str(r.get("task")), "x")[0] == name}
+        rows = [r for r in final if _pair_key(str(r["task"]), "x")[0] == name and r.get("candidate_id") == source_id]
+        if not rows:
+            continue
+        row = rows[-1]  # a later call's result of the pair wins, as in `table`
+        if len(configs) != 1 or json.dumps(row.get("config"), sort_keys=True) not in configs:
+            print(f"{job['key']}: {name}'s final run used another evaluator configuration than its campaign; not adopted")
+            continue
+        out = box / "results" / f"{job['key']}.json"
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps({**row, "adopted_from": Path(str(row["candidate"])).name}))
+        tmp.replace(out)
+        adopted += 1
+        print(f"{job['key']}: {name} {job['label']} <- the final run's result ({row['status']})")
+    print(f"{adopted} pending jobs given the final run's result")
+    return adopted
 
 
 def _side(results: dict[tuple[str, str], dict[str, Any]], task: str, side: str) -> dict[str, Any] | None:
@@ -405,8 +443,12 @@ def main() -> None:
     q.add_argument("--final", required=True, help="the folder `prepare` wrote; results of earlier calls in its results/")
     q.add_argument("--match", help="only lines matching this regular expression (e.g. 'level1/')")
     q.add_argument("--exclude", help="leave out lines matching this regular expression (tasks still in the campaign)")
+    a = sub.add_parser("adopt", help="campaign jobs still pending whose candidate the final run evaluated: "
+                                     "that result becomes theirs (same source, task file and configuration)")
+    a.add_argument("--outbox", required=True, help="the campaign's outbox (jobs/ and results/)")
+    a.add_argument("--results", required=True, nargs="+", help="the final run's eval-batch --json output")
     args = ap.parse_args()
-    {"prepare": prepare, "table": table, "pending": pending}[args.cmd](args)
+    {"prepare": prepare, "table": table, "pending": pending, "adopt": adopt}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -219,3 +219,57 @@ def test_a_best_the_review_set_aside_is_timed_beside_the_next_best_and_not_claim
     page = (tmp_path / "t" / "final_speedups.html").read_text()
     assert page.count("<circle class=\"dot\"") == 2 and "level2/22_X: ours (best verified) 1.60x" in page
     assert "level2/22_X: torch.compile 1.25x" in page
+
+
+TASK = """import torch
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+def get_inputs():
+    return [torch.randn(8)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_adopt_gives_a_pending_job_the_final_runs_result_of_the_same_candidate(tmp_path: Path) -> None:
+    """A campaign job still pending whose candidate the final run timed ahead gets that result, only
+    when source, task file and evaluator configuration are the campaign's; a task_error is not adopted."""
+    from warpforge.candidate import Candidate
+    from warpforge.task import load_task
+
+    final = _final()
+    task = tmp_path / "level1" / "1_A.py"
+    task.parent.mkdir()
+    task.write_text(TASK)
+    box = tmp_path / "outbox"
+    (box / "jobs").mkdir(parents=True)
+    (box / "results").mkdir()
+    config = {"device": "cuda", "trials": 5}
+    digest = load_task(task).source_hash
+
+    def job(key: str, source: str, task_hash: str = digest) -> None:
+        (box / "jobs" / f"{key}.json").write_text(json.dumps(
+            {"key": key, "task": str(task), "task_hash": task_hash, "label": f"candidate {key}", "source": source}))
+
+    job("done", "k0 = 1\n")
+    (box / "results" / "done.json").write_text(json.dumps({"task": "level1/1_A", "status": "correct", "config": config}))
+    job("ahead", "k1 = 1\n")
+    job("other_config", "k2 = 1\n")
+    job("machine_failed", "k3 = 1\n")
+    job("not_timed", "k4 = 1\n")
+    job("task_changed", "k5 = 1\n", task_hash="0" * 16)
+
+    def row(source: str, **extra: Any) -> dict[str, Any]:
+        return {"task": str(task), "candidate": f"final/ours/level1__1_A__c{source[1]}.py",
+                "candidate_id": Candidate(source).id, "status": "correct", "speedup": 1.5, "config": config, **extra}
+
+    results = tmp_path / "call-1.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in [
+        row("k1 = 1\n", speedup=1.2), row("k1 = 1\n"), row("k2 = 1\n", config={**config, "trials": 3}),
+        row("k3 = 1\n", status="task_error"), row("k5 = 1\n")]))
+    n = final.adopt(argparse.Namespace(outbox=str(box), results=[str(results)]))
+    assert n == 1
+    assert sorted(p.stem for p in (box / "results").glob("*.json")) == ["ahead", "done"]
+    adopted = json.loads((box / "results" / "ahead.json").read_text())
+    assert adopted["speedup"] == 1.5 and adopted["adopted_from"] == "level1__1_A__c1.py"  # the later row wins
