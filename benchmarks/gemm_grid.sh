@@ -7,8 +7,11 @@
 #   here, once: CUTLASS libraries for the grid's layout (cudal2: nn, llm: nt; python:
 #               cutlass_build.build_all(..., out_dir=Path(".cutlass_libs/nn")), see docs/gemm.md; 20 MB
 #               a layout in fp16), the nvidia-cutlass and nvmath-python wheels in .whl/
-#   each call:  bash benchmarks/gemm_grid.sh OUT cudal2 480    (carry .whl .cutlass_libs/nn .gemm_grid .sandbox)
-#   back here:  mkdir -p .gemm_grid/cudal2 && tar xzf OUT/records.tgz -C .gemm_grid/cudal2
+#   each call:  bash benchmarks/gemm_grid.sh OUT cudal2 480    (carry .cutlass_libs/nn .gemm_grid/cudal2 .sandbox)
+#   back here:  mkdir -p .gemm_grid/cudal2 && tar xzf OUT/records.tgz -C .gemm_grid/cudal2 && gzip -f .gemm_grid/cudal2/*.jsonl
+# A call carries at most 64 MiB with the tracked tree (about 29 MB): the records travel gzipped
+# (read as *.jsonl.gz here), and .whl is not needed once the libraries are built (a machine
+# without CUTLASS headers takes the carried libraries of any CUTLASS version of the same source).
 # The table: python -m warpforge.cli gemm tune ... reads them all; docs/gemm.md says how they are summarised.
 set -uo pipefail
 OUT=${1:?usage: gemm_grid.sh OUT_DIR SET [SECONDS]}
@@ -27,6 +30,7 @@ LAYOUT=$([ "$SET" = llm ] && echo nt || echo nn)  # what `gemm tune --layout aut
 W=$(mktemp -d /tmp/grid.XXXXXX)
 mkdir -p "$OUT" .gemm_grid/"$SET"
 cp .gemm_grid/"$SET"/*.jsonl "$W"/ 2>/dev/null
+for f in .gemm_grid/"$SET"/*.jsonl.gz; do [ -e "$f" ] && gunzip -c "$f" > "$W/$(basename "$f" .gz)"; done
 echo "$(cat "$W"/*.jsonl 2>/dev/null | wc -l) records carried"
 pack() { tar czf "$OUT/.records.tgz.tmp" -C "$W" . && mv "$OUT/.records.tgz.tmp" "$OUT/records.tgz"; }
 gpu_facts | tee "$OUT/gpu.txt"
