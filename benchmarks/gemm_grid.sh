@@ -7,7 +7,8 @@
 #   here, once: CUTLASS libraries for the grid's layout (cudal2: nn, llm: nt; python:
 #               cutlass_build.build_all(..., out_dir=Path(".cutlass_libs/nn")), see docs/gemm.md; 20 MB
 #               a layout in fp16), the nvidia-cutlass and nvmath-python wheels in .whl/
-#   each call:  bash benchmarks/gemm_grid.sh OUT cudal2 480    (carry .cutlass_libs/nn .gemm_grid/cudal2 .sandbox)
+#   each call:  bash benchmarks/gemm_grid.sh OUT cudal2 480    (carry .cutlass_libs/nn .gemm_grid/cudal2 .sandbox,
+#               or .carry with both layouts packed as below, and both sets' .gemm_grid)
 #   back here:  mkdir -p .gemm_grid/cudal2 && tar xzf OUT/records.tgz -C .gemm_grid/cudal2 && gzip -f .gemm_grid/cudal2/*.jsonl
 # A call carries at most 64 MiB with the tracked tree (about 29 MB): the records travel gzipped
 # (read as *.jsonl.gz here), and .whl is not needed once the libraries are built (a machine
@@ -26,6 +27,8 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 [ -d /tmp/site/cutlass_library ] && export WARPFORGE_CUTLASS_INCLUDE=/tmp/site/cutlass_library/source/include
 LAYOUT=$([ "$SET" = llm ] && echo nt || echo nn)  # what `gemm tune --layout auto` picks for the set
+# both layouts gzipped travel as one file (13 MB instead of 42): tar czf .carry/cutlass_libs.tgz -C .cutlass_libs nn nt
+[ -f .carry/cutlass_libs.tgz ] && [ ! -d .cutlass_libs/$LAYOUT ] && mkdir -p .cutlass_libs && tar xzf .carry/cutlass_libs.tgz -C .cutlass_libs
 [ -d .cutlass_libs/$LAYOUT ] && export WARPFORGE_CUTLASS_LIB_DIR=$PWD/.cutlass_libs/$LAYOUT
 W=$(mktemp -d /tmp/grid.XXXXXX)
 mkdir -p "$OUT" .gemm_grid/"$SET"

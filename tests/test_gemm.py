@@ -534,6 +534,31 @@ def test_cli_tune_shards_share_one_folder_and_one_table(tmp_path: Path) -> None:
     assert main([*base, "--gpus", "0,1"]) == 2  # needs CUDA
 
 
+def test_stopping_a_multi_gpu_tune_stops_its_shards(tmp_path: Path) -> None:
+    """`timeout` signals only `gemm tune --gpus`'s own process: its shard processes must stop with
+    it, or they go on timing beside whatever the GPUs are given next."""
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import subprocess, sys\n"
+        "from warpforge.cli.gemm import _wait_shards\n"
+        "kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']) for _ in range(2)]\n"
+        "print(' '.join(str(k.pid) for k in kids), flush=True)\n"
+        "_wait_shards([(str(i), k, open(__file__)) for i, k in enumerate(kids)])\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    pids = [int(p) for p in parent.stdout.readline().split()]
+    assert len(pids) == 2
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(timeout=60) == 128 + signal.SIGTERM
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
 def test_shipped_tables_name_only_choices_that_exist() -> None:
     from importlib import resources
 

@@ -245,11 +245,7 @@ def _tune_on_gpus(args: argparse.Namespace) -> int:
         cmd = [sys.executable, "-m", "warpforge.cli", *child_args, "--shard", f"{i}/{len(ids)}"]
         procs.append((gid, subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), log))
     print(f"tuning on GPUs {', '.join(ids)} ({len(ids)} shards); logs in {out}/tune.gpu*.log", file=sys.stderr)
-    failed = []
-    for gid, proc, log in procs:
-        if proc.wait() != 0:
-            failed.append(gid)
-        log.close()
+    failed = _wait_shards(procs)
     records = read_folder(out)
     if any("choice" in r and r.get("gpu") == gpu for r in records):
         table = build_table(records, gpu)
@@ -259,6 +255,35 @@ def _tune_on_gpus(args: argparse.Namespace) -> int:
         print(f"warpforge: tuning failed on GPU {', '.join(failed)} (see its log); re-run to resume", file=sys.stderr)
         return 1
     return 0
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _wait_shards(procs: list[tuple[str, Any, Any]]) -> list[str]:
+    """Wait for every shard process; the GPU ids whose process failed. If this process is stopped
+    (Ctrl-C, or `timeout`'s SIGTERM, which reaches only this process), the shards stop with it:
+    left running they would go on timing beside whatever the GPUs are given next. A record cut
+    short by the stop is skipped when the folder is read back, and its shape is tuned again."""
+    import signal
+    import subprocess
+
+    previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        return [gid for gid, proc, _ in procs if proc.wait() != 0]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        for _, proc, _ in procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for _, proc, log in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log.close()
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:

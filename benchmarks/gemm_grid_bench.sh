@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Issue 23's benches over the whole grid's table, on a machine of 4 GPUs (fewer: the jobs share
+# them): the table from every record in .gemm_grid/{cudal2,llm}, then at once, one job per GPU,
+# `gemm bench` (fresh operands, torch.matmul / cuBLASLt heuristic / autotuned cuBLASLt beside the
+# dispatcher) on the 96 held-out shapes, on SAMPLE cudal2 shapes spread by FLOPs, on SAMPLE llm
+# shapes, and the model-written kernels' jobs in .campaign/gemm23/outbox if it is there. Each job
+# stops at SECONDS; a bench file is rewritten after every shape, so a stopped one keeps its rows.
+#   here:      tar czf .carry/cutlass_libs.tgz -C .cutlass_libs nn nt  (gemm_grid.sh unpacks it too)
+#   the call:  bash benchmarks/gemm_grid_bench.sh OUT 420 96
+#              (carry .carry .gemm_grid .sandbox [.campaign/gemm23/outbox])
+#   back here: OUT/table.json, OUT/bench/*.json; tar xzf OUT/results.tgz -C .campaign/gemm23/outbox/results
+set -uo pipefail
+OUT=${1:?usage: gemm_grid_bench.sh OUT_DIR [SECONDS] [SAMPLE]}
+T=${2:-420}
+SAMPLE=${3:-96}
+HERE=$(cd "$(dirname "$0")" && pwd)
+case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
+source "$HERE/_gpu_env.sh"
+[ -f .carry/cutlass_libs.tgz ] && mkdir -p .cutlass_libs && tar xzf .carry/cutlass_libs.tgz -C .cutlass_libs
+mkdir -p "$OUT/bench"
+gpu_facts | tee "$OUT/gpu.txt"
+R=$(mktemp -d /tmp/gridrec.XXXXXX)
+for f in .gemm_grid/*/*.jsonl.gz; do gunzip -c "$f" > "$R/$(basename "$(dirname "$f")")_$(basename "$f" .gz)"; done
+python3 -m warpforge.cli gemm table "$R"/*.jsonl --out "$OUT/table.json" || exit 1
+N=$(nvidia-smi -L | wc -l)
+gpu() { echo $(( $1 % N )); }
+bench() {  # GPU LAYOUT ARGS...: one bench, its log to OUT/logs
+  local g=$1 lay=$2; shift 2
+  CUDA_VISIBLE_DEVICES=$g WARPFORGE_CUTLASS_LIB_DIR=$PWD/.cutlass_libs/$lay timeout "$T" python3 -m warpforge.cli gemm bench \
+    --table "$OUT/table.json" --modes offline --out "$OUT/bench" "$@" > "$R/bench_$g.log" 2>&1
+}
+bench "$(gpu 0)" nn --shapes benchmarks/gemm_heldout_cudal2.csv &
+bench "$(gpu 1)" nn --shapes cudal2 --sample "$SAMPLE" &
+bench "$(gpu 2)" nt --shapes llm --sample "$SAMPLE" &
+if [ -d .campaign/gemm23/outbox/jobs ]; then
+  CUDA_VISIBLE_DEVICES=$(gpu 3) bash "$HERE/outbox_gpu.sh" "$OUT/outbox" .campaign/gemm23/outbox "$T" > "$R/outbox.log" 2>&1 &
+fi
+wait
+tail -n 4 "$R"/*.log > "$OUT/logs.txt"
+cat "$OUT/logs.txt"
+[ -f "$OUT/outbox/results.tgz" ] && mv "$OUT/outbox/results.tgz" "$OUT/results.tgz"
+rm -rf "$OUT/outbox"
+ls -la "$OUT" "$OUT/bench"
