@@ -11,6 +11,13 @@ if ! command -v bwrap >/dev/null 2>&1 && [ -x .sandbox/root/usr/bin/bwrap ]; the
       "$PWD/.sandbox/root/usr/bin/bwrap" > /tmp/bwrap && chmod +x /tmp/bwrap && export WARPFORGE_BWRAP=/tmp/bwrap
   fi
 fi
+carried_wheels() {  # wheels carried in .whl/ (nvmath-python; an offline machine), installed into /tmp/site
+  if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || return 1
+    export PYTHONPATH=$PYTHONPATH:/tmp/site
+  fi
+  if [ -d /tmp/site/cutlass_library ]; then export WARPFORGE_CUTLASS_INCLUDE=/tmp/site/cutlass_library/source/include; fi
+}
 step() { echo; echo "== $(date -u +%H:%M:%S) $*"; }
 gpu_facts() {  # the machine's facts, to $1
   nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader

@@ -11,8 +11,9 @@
 #               or .carry with both layouts packed as below, and both sets' .gemm_grid)
 #   back here:  mkdir -p .gemm_grid/cudal2 && tar xzf OUT/records.tgz -C .gemm_grid/cudal2 && gzip -f .gemm_grid/cudal2/*.jsonl
 # A call carries at most 64 MiB with the tracked tree (about 29 MB): the records travel gzipped
-# (read as *.jsonl.gz here), and .whl is not needed once the libraries are built (a machine
-# without CUTLASS headers takes the carried libraries of any CUTLASS version of the same source).
+# (read as *.jsonl.gz here), and .whl needs only the nvmath-python wheel once the libraries are built (a machine without
+# CUTLASS headers takes the carried libraries of any CUTLASS version of the same source); without
+# nvmath `gemm tune` stops, since its records would lack cuBLASLt.
 # The table: python -m warpforge.cli gemm tune ... reads them all; docs/gemm.md says how they are summarised.
 set -uo pipefail
 OUT=${1:?usage: gemm_grid.sh OUT_DIR SET [SECONDS]}
@@ -21,11 +22,7 @@ T=${3:-480}
 HERE=$(cd "$(dirname "$0")" && pwd)
 case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
 source "$HERE/_gpu_env.sh"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=$PYTHONPATH:/tmp/site
-fi
-[ -d /tmp/site/cutlass_library ] && export WARPFORGE_CUTLASS_INCLUDE=/tmp/site/cutlass_library/source/include
+carried_wheels || exit 1
 LAYOUT=$([ "$SET" = llm ] && echo nt || echo nn)  # what `gemm tune --layout auto` picks for the set
 # both layouts gzipped travel as one file (13 MB instead of 42): tar czf .carry/cutlass_libs.tgz -C .cutlass_libs nn nt
 [ -f .carry/cutlass_libs.tgz ] && [ ! -d .cutlass_libs/$LAYOUT ] && mkdir -p .cutlass_libs && tar xzf .carry/cutlass_libs.tgz -C .cutlass_libs
@@ -44,3 +41,4 @@ timeout "$T" python3 -m warpforge.cli gemm tune --shapes "$SET" --gpus all --fam
 kill "$PACKER" 2>/dev/null
 pack
 echo "$(cat "$W"/*.jsonl | wc -l) records in $OUT/records.tgz"
+for f in "$W"/tune*.jsonl; do gzip -c "$f" > .gemm_grid/"$SET"/"$(basename "$f")".gz; done  # for a script after this one

@@ -7,7 +7,7 @@
 # stops at SECONDS; a bench file is rewritten after every shape, so a stopped one keeps its rows.
 #   here:      tar czf .carry/cutlass_libs.tgz -C .cutlass_libs nn nt  (gemm_grid.sh unpacks it too)
 #   the call:  bash benchmarks/gemm_grid_bench.sh OUT 420 96
-#              (carry .carry .gemm_grid .sandbox [.campaign/gemm23/outbox])
+#              (carry .carry .whl .gemm_grid .sandbox [.campaign/gemm23/outbox]; .whl: nvmath-python)
 #   back here: OUT/table.json, OUT/bench/*.json; tar xzf OUT/results.tgz -C .campaign/gemm23/outbox/results
 set -uo pipefail
 OUT=${1:?usage: gemm_grid_bench.sh OUT_DIR [SECONDS] [SAMPLE]}
@@ -16,6 +16,7 @@ SAMPLE=${3:-96}
 HERE=$(cd "$(dirname "$0")" && pwd)
 case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
 source "$HERE/_gpu_env.sh"
+carried_wheels || exit 1
 [ -f .carry/cutlass_libs.tgz ] && mkdir -p .cutlass_libs && tar xzf .carry/cutlass_libs.tgz -C .cutlass_libs
 mkdir -p "$OUT/bench"
 gpu_facts | tee "$OUT/gpu.txt"

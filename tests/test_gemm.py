@@ -559,6 +559,38 @@ def test_stopping_a_multi_gpu_tune_stops_its_shards(tmp_path: Path) -> None:
             os.kill(pid, 0)
 
 
+def test_tuning_stops_before_it_starts_when_a_part_it_was_asked_for_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without nvmath-python (cuBLASLt) or any CUTLASS library, `gemm tune` and `gemm bench` on the
+    GPU stop with what to do, instead of recording every shape without them."""
+    import argparse
+    import importlib.util
+
+    from warpforge.cli import gemm as gemm_cli
+    from warpforge.gemm import cutlass_build
+
+    args = argparse.Namespace(device="cuda", no_cublaslt=False, families="triton,cutlass", dtype="float16")
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "nvmath" else real_find_spec(name, *a))
+    with pytest.raises(UsageError, match="nvmath-python, which is not installed.*--no-cublaslt"):
+        gemm_cli._need_cublaslt(args)
+    gemm_cli._need_cublaslt(argparse.Namespace(device="cuda", no_cublaslt=True))
+    gemm_cli._need_cublaslt(argparse.Namespace(device="cpu", no_cublaslt=False))
+
+    asked: list[tuple[str, str]] = []
+
+    def no_library(cfg: Any, dtype: str, layout: str) -> Any:
+        asked.append((dtype, layout))
+        raise UsageError("CUTLASS headers not found")
+
+    monkeypatch.setattr(cutlass_build, "build", no_library)
+    with pytest.raises(UsageError, match="cutlass family cannot run here: CUTLASS headers not found.*--families"):
+        gemm_cli._need_cutlass(args, "nt")
+    assert asked == [("float16", "nt")]
+    gemm_cli._need_cutlass(argparse.Namespace(device="cuda", families="triton,mma", dtype="float16"), "nt")
+    gemm_cli._need_cutlass(argparse.Namespace(device="cpu", families="cutlass", dtype="float16"), "nt")
+    assert len(asked) == 1
+
+
 def test_shipped_tables_name_only_choices_that_exist() -> None:
     from importlib import resources
 

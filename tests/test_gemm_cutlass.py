@@ -178,6 +178,11 @@ def test_built_libraries_are_found_in_the_carried_folder_then_the_cache(headers:
     other.write_bytes(b"")
     os.utime(other, (time.time() + 10, time.time() + 10))
     assert cutlass_build.find_built(cfg, "bfloat16", "nn") == other
+    assert cutlass_build.build(cfg, "bfloat16", "nn") == other  # used, not rebuilt (2026-11-27: this raised)
+    monkeypatch.delenv("WARPFORGE_CUTLASS_LIB_DIR")
+    cached.unlink()
+    with pytest.raises(UsageError, match="holds no cutlass/cutlass.h"):  # nothing carried, nothing to build with
+        cutlass_build.build(cfg, "bfloat16", "nn")
 
 
 def _fake_nvcc(tmp_path: Path, script: str) -> str:

@@ -90,6 +90,35 @@ def _need_device(device: str) -> None:
         require_cuda("tuning and benchmarking time kernels on the GPU", "use --device cpu only to try the tool")
 
 
+def _need_cublaslt(args: argparse.Namespace) -> None:
+    """cuBLASLt is part of tuning and of the benchmark unless --no-cublaslt: without nvmath-python
+    every shape would be measured without it and the run would not say so until the records
+    were read (2026-11-27: 943 shapes tuned so on a machine the wheel was not carried to)."""
+    import importlib.util
+
+    if args.device == "cuda" and not args.no_cublaslt and importlib.util.find_spec("nvmath") is None:
+        raise UsageError("cuBLASLt (algorithm choices and baselines) needs nvmath-python, which is not installed: "
+                         "pip install 'warpforge[gemm]' (on an offline machine, from its wheel), or pass "
+                         "--no-cublaslt to measure without it")
+
+
+def _need_cutlass(args: argparse.Namespace, layout: str) -> None:
+    """The cutlass family needs a library per configuration: carried ($WARPFORGE_CUTLASS_LIB_DIR),
+    cached, or built here from the headers. Where none can be had, stop before tuning instead of
+    recording the family as failed on every shape (2026-11-27: 937 shapes tuned so on a GPU machine
+    with carried libraries and no headers). Finding one library (building it if need be, which
+    the first shape would do anyway) is the check."""
+    if args.device != "cuda" or "cutlass" not in args.families.split(","):
+        return
+    from warpforge.gemm import cutlass_build, cutlass_sm90
+
+    try:
+        cutlass_build.build(cutlass_sm90.configs()[0], args.dtype, layout)
+    except UsageError as exc:
+        raise UsageError(f"the cutlass family cannot run here: {exc}. Carry built libraries in "
+                         "$WARPFORGE_CUTLASS_LIB_DIR (docs/gemm.md), or drop cutlass from --families") from None
+
+
 def _progress() -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -136,9 +165,11 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     from warpforge.gemm.tune import FAMILIES, TuneSettings, build_table, device_name, read_folder, sweep
 
     _need_device(args.device)
+    _need_cublaslt(args)
+    shapes, layout, total = _shapes(args)
+    _need_cutlass(args, layout)
     if args.gpus:
         return _tune_on_gpus(args)
-    shapes, layout, total = _shapes(args)
     shard = ""
     if args.shard:
         index, count = _parse_shard(args.shard)
@@ -292,6 +323,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from warpforge.gemm.bench import MODES, BenchSettings, bench
 
     _need_device(args.device)
+    _need_cublaslt(args)
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
     if not modes or set(modes) - set(MODES):
         raise UsageError(f"--modes takes offline, server or both (comma-separated), got {args.modes!r}")

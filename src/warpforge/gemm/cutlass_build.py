@@ -169,9 +169,11 @@ def build(cfg: CutlassConfig, dtype: str, layout: str, out_dir: Path | None = No
     if key in _failed:
         raise UsageError(_failed[key])
     found = find_built(cfg, dtype, layout) if out_dir is None else None
+    if found:  # before naming a target, which needs the headers: a carried library is used without them
+        return found
     target = (out_dir or cache_dir()) / library_name(cfg, dtype, layout)
-    if found or target.is_file():
-        return found or target
+    if target.is_file():
+        return target
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
