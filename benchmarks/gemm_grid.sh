@@ -3,7 +3,8 @@
 # llm: 306) on all GPUs of the machine with every family (triton, mma, cutlass) and cuBLASLt,
 # resuming from the records of earlier calls, stopped at SECONDS; the records are packed into
 # OUT/records.tgz every 30 s and at the end (a device call brings back at most 8 files, and one
-# cut by its limit must still bring back what was tuned).
+# cut by its limit must still bring back what was tuned); the GPU's facts and the log's end go to
+# OUT/grid.log: two files a call.
 #   here, once: CUTLASS libraries for the grid's layout (cudal2: nn, llm: nt; python:
 #               cutlass_build.build_all(..., out_dir=Path(".cutlass_libs/nn")), see docs/gemm.md; 20 MB
 #               a layout in fp16), the nvidia-cutlass and nvmath-python wheels in .whl/
@@ -33,11 +34,11 @@ cp .gemm_grid/"$SET"/*.jsonl "$W"/ 2>/dev/null
 for f in .gemm_grid/"$SET"/*.jsonl.gz; do [ -e "$f" ] && gunzip -c "$f" > "$W/$(basename "$f" .gz)"; done
 echo "$(cat "$W"/*.jsonl 2>/dev/null | wc -l) records carried"
 pack() { tar czf "$OUT/.records.tgz.tmp" -C "$W" . && mv "$OUT/.records.tgz.tmp" "$OUT/records.tgz"; }
-gpu_facts | tee "$OUT/gpu.txt"
+gpu_facts | tee "$OUT/grid.log"
 ( while sleep 30; do pack; done ) &
 PACKER=$!
 timeout "$T" python3 -m warpforge.cli gemm tune --shapes "$SET" --gpus all --families triton,mma,cutlass \
-  --out "$W" 2>&1 | tail -8 | tee "$OUT/tune.log"
+  --out "$W" 2>&1 | tail -8 | tee -a "$OUT/grid.log"
 kill "$PACKER" 2>/dev/null
 pack
 echo "$(cat "$W"/*.jsonl | wc -l) records in $OUT/records.tgz"

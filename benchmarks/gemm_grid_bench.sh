@@ -5,6 +5,8 @@
 # dispatcher) on the 96 held-out shapes, on SAMPLE cudal2 shapes spread by FLOPs, on SAMPLE llm
 # shapes, and the model-written kernels' jobs in .campaign/gemm23/outbox if it is there. Each job
 # stops at SECONDS; a bench file is rewritten after every shape, so a stopped one keeps its rows.
+# OUT gets at most 6 files (table.json, logs.txt, results.tgz, bench/*.json): with one gemm_grid.sh
+# call's 2 before it, a device call's 8.
 #   here:      tar czf .carry/cutlass_libs.tgz -C .cutlass_libs nn nt  (gemm_grid.sh unpacks it too)
 #   the call:  bash benchmarks/gemm_grid_bench.sh OUT 420 96
 #              (carry .carry .whl .gemm_grid .sandbox [.campaign/gemm23/outbox]; .whl: nvmath-python)
@@ -19,8 +21,8 @@ source "$HERE/_gpu_env.sh"
 carried_wheels || exit 1
 [ -f .carry/cutlass_libs.tgz ] && mkdir -p .cutlass_libs && tar xzf .carry/cutlass_libs.tgz -C .cutlass_libs
 mkdir -p "$OUT/bench"
-gpu_facts | tee "$OUT/gpu.txt"
 R=$(mktemp -d /tmp/gridrec.XXXXXX)
+gpu_facts > "$R/gpu.txt"
 for f in .gemm_grid/*/*.jsonl.gz; do gunzip -c "$f" > "$R/$(basename "$(dirname "$f")")_$(basename "$f" .gz)"; done
 python3 -m warpforge.cli gemm table "$R"/*.jsonl --out "$OUT/table.json" || exit 1
 N=$(nvidia-smi -L | wc -l)
@@ -34,11 +36,10 @@ bench "$(gpu 0)" nn --shapes benchmarks/gemm_heldout_cudal2.csv &
 bench "$(gpu 1)" nn --shapes cudal2 --sample "$SAMPLE" &
 bench "$(gpu 2)" nt --shapes llm --sample "$SAMPLE" &
 if [ -d .campaign/gemm23/outbox/jobs ]; then
-  CUDA_VISIBLE_DEVICES=$(gpu 3) bash "$HERE/outbox_gpu.sh" "$OUT/outbox" .campaign/gemm23/outbox "$T" > "$R/outbox.log" 2>&1 &
+  CUDA_VISIBLE_DEVICES=$(gpu 3) bash "$HERE/outbox_gpu.sh" "$R/outbox" .campaign/gemm23/outbox "$T" > "$R/outbox.log" 2>&1 &
 fi
 wait
-tail -n 4 "$R"/*.log > "$OUT/logs.txt"
+{ cat "$R/gpu.txt"; tail -n 4 "$R"/*.log; } > "$OUT/logs.txt"
 cat "$OUT/logs.txt"
-[ -f "$OUT/outbox/results.tgz" ] && mv "$OUT/outbox/results.tgz" "$OUT/results.tgz"
-rm -rf "$OUT/outbox"
+[ -f "$R/outbox/results.tgz" ] && mv "$R/outbox/results.tgz" "$OUT/results.tgz"
 ls -la "$OUT" "$OUT/bench"

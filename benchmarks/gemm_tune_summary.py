@@ -90,7 +90,12 @@ def summarize(path: str) -> None:
     print(f"  choices: {dict(Counter(family(r['choice']) for r in records))}")
     chosen = [r["baselines"]["torch"]["ms"] / r["choice_ms"] for r in records]
     print(f"  chosen vs torch.matmul, by the tuning's own final timing (the choice was picked on it: biased up): "
-          f"geomean {geometric_mean(chosen):.2f}x")
+          f"geomean {geometric_mean(chosen):.3f}x")
+    lt = [(r["baselines"]["cublaslt_autotuned"]["ms"] / r["choice_ms"]) for r in records
+          if "cublaslt_autotuned" in r["baselines"]]
+    if lt:
+        print(f"  chosen vs autotuned cuBLASLt (the same record's baseline), {len(lt)} shapes: geomean "
+              f"{geometric_mean(lt):.3f}x, {sum(v < 0.99 for v in lt)} below 0.99x, worst {min(lt):.3f}x")
     for fam, ratios in sorted(best.items()):
         print(f"  best {fam:15s} vs torch.matmul: geomean {geometric_mean(ratios):.2f}x, max {max(ratios):.2f}x "
               f"over {len(ratios)} shapes")

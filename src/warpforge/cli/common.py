@@ -6,11 +6,28 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from warpforge import EvalConfig
     from warpforge.task import Task
+
+
+def exit_on_sigterm() -> Any:
+    """Make SIGTERM (what `timeout` and job schedulers send) a SystemExit(128 + 15), so that
+    with-blocks and finally clauses stop what the run started (sandboxed workers, shard
+    processes) instead of leaving them running. Returns the handler it replaced; a no-op off the
+    main thread, where Python cannot install one."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return signal.getsignal(signal.SIGTERM)
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, stop)
 
 
 def add_sandbox_option(p: argparse.ArgumentParser) -> None:

@@ -288,10 +288,6 @@ def _tune_on_gpus(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stop(signum: int, frame: Any) -> None:
-    raise SystemExit(128 + signum)
-
-
 def _wait_shards(procs: list[tuple[str, Any, Any]]) -> list[str]:
     """Wait for every shard process; the GPU ids whose process failed. If this process is stopped
     (Ctrl-C, or `timeout`'s SIGTERM, which reaches only this process), the shards stop with it:
@@ -300,7 +296,9 @@ def _wait_shards(procs: list[tuple[str, Any, Any]]) -> list[str]:
     import signal
     import subprocess
 
-    previous = signal.signal(signal.SIGTERM, _stop)
+    from warpforge.cli.common import exit_on_sigterm
+
+    previous = exit_on_sigterm()
     try:
         return [gid for gid, proc, _ in procs if proc.wait() != 0]
     finally:
