@@ -332,6 +332,48 @@ def test_table_files_give_clear_errors(tmp_path: Path) -> None:
         dispatch.Table.load(bad)
 
 
+def test_online_tuning_of_unmeasured_shapes_is_opt_in_once_and_read_back(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """WARPFORGE_GEMM_ONLINE=1: a shape no table serves is tuned on first use (torch.matmul and
+    cuBLASLt only), recorded, and read back by a later process instead of tuned again; never while
+    a CUDA graph is captured; a tuning that fails sends the shape to torch.matmul, not to a retry."""
+    monkeypatch.setenv("WARPFORGE_CACHE", str(tmp_path))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Fake GPU")
+    monkeypatch.setattr(torch.cuda, "device", lambda device: __import__("contextlib").nullcontext())
+    capturing = [False]
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing[0])
+    tuned: list[tuple[Any, ...]] = []
+
+    def fake_tune(shape: GemmShape, layout: str, device: str, settings: Any) -> dict[str, Any]:
+        tuned.append((shape.M, shape.N, shape.K, layout, settings.families, settings.cublaslt))
+        if shape.M == 13:
+            raise RuntimeError("CUDA out of memory")
+        return {"M": shape.M, "N": shape.N, "K": shape.K, "dtype": shape.dtype, "layout": layout, "gpu": "Fake GPU",
+                "choice": "cublaslt:3", "choice_ms": 0.01, "baselines": {"torch": {"ms": 0.011}}}
+
+    monkeypatch.setattr(tune, "tune_shape", fake_tune)
+    dispatch.reset()
+    dev = torch.device("cpu")
+    monkeypatch.delenv(dispatch.ONLINE, raising=False)
+    assert dispatch.online_choice(dev, "float16", "nn", 64, 128, 256) is None  # off by default
+    monkeypatch.setenv(dispatch.ONLINE, "1")
+    capturing[0] = True
+    assert dispatch.online_choice(dev, "float16", "nn", 64, 128, 256) is None and not tuned
+    capturing[0] = False
+    assert dispatch.online_choice(dev, "float16", "nn", 64, 128, 256) == "cublaslt:3"
+    assert tuned == [(64, 128, 256, "nn", (), True)]  # cuBLASLt and torch only, none of our families
+    assert dispatch.online_choice(dev, "float16", "nn", 64, 128, 256) == "cublaslt:3" and len(tuned) == 1
+    records = jsonl.read(dispatch.online_records("Fake GPU"))
+    assert [(r["M"], r["choice"]) for r in records] == [(64, "cublaslt:3")]
+    dispatch.reset()  # a later process: read back, not tuned again
+    assert dispatch.online_choice(dev, "float16", "nn", 64, 128, 256) == "cublaslt:3" and len(tuned) == 1
+    assert dispatch.online_choice(dev, "float16", "nt", 64, 128, 256) == "cublaslt:3" and len(tuned) == 2
+    assert dispatch.online_choice(dev, "float16", "nn", 13, 128, 256) == "torch"
+    assert dispatch.online_choice(dev, "float16", "nn", 13, 128, 256) == "torch" and len(tuned) == 3
+    assert len(jsonl.read(dispatch.online_records("Fake GPU"))) == 2  # the failure is not recorded as a choice
+    dispatch.reset()
+
+
 def test_dispatcher_falls_back_to_torch_off_the_gpu() -> None:
     a, b = torch.randn(5, 7), torch.randn(7, 3)
     assert dispatch.choose(a, b)[0] == "torch"

@@ -142,3 +142,35 @@ def test_custom_op_under_torch_compile(triton_table: str) -> None:
         return torch.relu(torch.ops.warpforge.matmul(x, w.t()))
 
     assert choices.rel_error(layer(x), torch.relu(choices.reference(x, w, "nt"))) < 1e-3
+
+
+def test_online_tuning_serves_an_unmeasured_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """WARPFORGE_GEMM_ONLINE=1 on the GPU: an unmeasured shape is tuned on its first call (torch and
+    cuBLASLt), its record written, and the result is right; inside a CUDA graph capture nothing is
+    tuned and torch.matmul runs."""
+    pytest.importorskip("nvmath")
+    monkeypatch.setenv("WARPFORGE_CACHE", str(tmp_path))
+    monkeypatch.setenv("WARPFORGE_GEMM_TABLE", str(tmp_path / "empty.json"))
+    (tmp_path / "empty.json").write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "entries": []}))
+    monkeypatch.setenv(dispatch.ONLINE, "1")
+    dispatch.reset()
+    try:
+        a = torch.randn(384, 1152, device="cuda", dtype=torch.float16)
+        w = torch.randn(768, 1152, device="cuda", dtype=torch.float16)
+        choice, how = dispatch.choose(a, w.t())
+        assert how == "online" and (choice == "torch" or choice.startswith("cublaslt:"))
+        records = [json.loads(line) for line in dispatch.online_records(torch.cuda.get_device_name()).read_text().splitlines()]
+        assert [(r["M"], r["N"], r["K"], r["layout"], r["choice"]) for r in records] == [(384, 768, 1152, "nt", choice)]
+        out = dispatch.matmul(a, w.t())
+        assert choices.rel_error(out, a.double() @ w.double().t()) < choices.tolerance("float16")
+        g = torch.cuda.CUDAGraph()
+        x = torch.randn(320, 1152, device="cuda", dtype=torch.float16)
+        torch.cuda.synchronize()
+        with torch.cuda.graph(g):
+            y = dispatch.matmul(x, w.t())
+        g.replay()
+        torch.cuda.synchronize()
+        assert choices.rel_error(y, x.double() @ w.double().t()) < choices.tolerance("float16")
+        assert len(dispatch.online_records(torch.cuda.get_device_name()).read_text().splitlines()) == 1
+    finally:
+        dispatch.reset()

@@ -56,6 +56,9 @@ def add_gemm_parser(sub: Any) -> None:
     b.add_argument("--lt-variants", type=int, default=2, metavar="N",
                    help="cuBLASLt autotuning also times the first N algorithms reconfigured (split-K, CTA swizzling); 0: none")
     b.add_argument("--table", help="a table.json to dispatch with (sets WARPFORGE_GEMM_TABLE)")
+    b.add_argument("--online", action="store_true",
+                   help="tune shapes the table has not measured on first use, torch.matmul and cuBLASLt only "
+                        "(sets WARPFORGE_GEMM_ONLINE=1; about a second per shape; results file *_online_*)")
     b.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
 
     k = gs.add_parser("task", help="write a task file for one shape, for `warpforge optimize` (LLM or agent kernels)")
@@ -327,6 +330,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         raise UsageError(f"--modes takes offline, server or both (comma-separated), got {args.modes!r}")
     if args.table:
         os.environ["WARPFORGE_GEMM_TABLE"] = args.table
+    if args.online:
+        from warpforge.gemm import dispatch
+
+        os.environ[dispatch.ONLINE] = "1"
     shapes, layout, total = _shapes(args)
     settings = BenchSettings(modes=modes, cublaslt=not args.no_cublaslt, compile_shapes=args.compile,
                              lt_variants=args.lt_variants)

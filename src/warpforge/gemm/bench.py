@@ -54,9 +54,10 @@ class BenchSettings:
     server: dict[str, Any] = field(default_factory=lambda: dict(warmup_ms=5.0, rep_ms=60.0, min_reps=8, max_reps=40))
 
 
-def results_path(out_dir: Path, gpu: str, set_name: str, mode: str, date: str) -> Path:
+def results_path(out_dir: Path, gpu: str, set_name: str, mode: str, date: str, online: bool = False) -> Path:
+    """gemm_<gpu>_<set>[_online]_<mode>_<date>.json (_online: unmeasured shapes tuned on first use)."""
     stem = Path(set_name).stem if set_name not in ("cudal2", "llm") else set_name
-    return out_dir / f"gemm_{gpu_slug(gpu)}_{stem}_{mode}_{date}.json"
+    return out_dir / f"gemm_{gpu_slug(gpu)}_{stem}{'_online' * online}_{mode}_{date}.json"
 
 
 def versions() -> dict[str, Any]:
@@ -186,7 +187,8 @@ def bench(shapes: list[GemmShape], set_name: str, layout: str, device: str, out_
     """Benchmark `shapes`, writing one results file per mode after every shape; returns the paths."""
     gpu = device_name(device)
     date = time.strftime("%Y-%m-%d")
-    paths = {m: results_path(out_dir, gpu, set_name, m, date) for m in settings.modes}
+    online = os.environ.get(dispatch.ONLINE, "") not in ("", "0")
+    paths = {m: results_path(out_dir, gpu, set_name, m, date, online) for m in settings.modes}
     table = dispatch.table_for(torch.device(device)) if device == "cuda" else None
     docs: dict[str, dict[str, Any]] = {}
     for mode, path in paths.items():
@@ -197,7 +199,9 @@ def bench(shapes: list[GemmShape], set_name: str, layout: str, device: str, out_
             "method": {"timing": "warpforge.evaluate.bench.time_calls", "mode": mode, "l2": "read-flush before each call",
                        "statistic": "median device time between CUDA events", "data": "fresh normal random operands",
                        "budget": settings.final if mode == "offline" else settings.server,
-                       "when_choice_is_torch": "warpforge_ms = torch_ms (the dispatcher runs the same kernel)"},
+                       "when_choice_is_torch": "warpforge_ms = torch_ms (the dispatcher runs the same kernel)",
+                       "unmeasured_shapes": ("tuned on first use with torch.matmul and cuBLASLt (WARPFORGE_GEMM_ONLINE)"
+                                             if online else "the nearest tuned shape's kernel within 2x, else torch.matmul")},
             "shapes": []}
     done = {(r["M"], r["N"], r["K"], r["dtype"]) for r in docs[settings.modes[0]]["shapes"]}
     rng = random.Random(settings.seed)

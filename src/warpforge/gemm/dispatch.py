@@ -13,6 +13,14 @@ it does not transfer — and fall back to torch.matmul otherwise. Since the tune
 only when it beat every baseline beyond noise, a measured shape is never sent to something
 slower than torch.matmul.
 
+With WARPFORGE_GEMM_ONLINE=1 (`gemm bench --online`), a shape that would fall back to
+torch.matmul this way is tuned on first use instead, with torch.matmul and cuBLASLt's algorithms
+only: the heuristic's list and its first two reconfigured (split-K, swizzle), timed by the tuner
+on operands of its own, about a second once per shape and GPU model. The record is appended to
+`<cache>/online/tune.jsonl`, which later processes read back. This is the cheap per-shape
+re-resolution of cuBLASLt choices: the heuristic's ranking does not transfer from one shape to
+the next (docs/gemm.md), so it is measured on the shape itself.
+
 Inputs the table cannot serve (not CUDA, not fp16/bf16, batched with a non-contiguous a, B in
 neither a row-major nor a transposed-row-major layout) go to torch.matmul unchanged. The
 dispatched kernels run on the current stream and allocate nothing per call (cuBLASLt is skipped
@@ -32,9 +40,10 @@ from typing import Any
 
 import torch
 
+from warpforge import jsonl
 from warpforge.errors import UsageError
 from warpforge.gemm import choices, cublaslt
-from warpforge.gemm.shapes import gpu_slug
+from warpforge.gemm.shapes import GemmShape, gpu_slug
 
 _DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
@@ -125,10 +134,50 @@ def forget_kernels() -> None:
 
 
 def reset() -> None:
-    """Forget loaded tables and resolved kernels (after a new table was written)."""
+    """Forget loaded tables, shapes tuned on first use and resolved kernels (after a new table was written)."""
     with _lock:
         _tables.clear()
         _fns.clear()
+    with _online_lock:
+        _online.clear()
+
+
+ONLINE = "WARPFORGE_GEMM_ONLINE"
+_online_lock = threading.Lock()
+_online: dict[str, dict[tuple[str, str, int, int, int], str]] = {}  # GPU model -> shape -> choice
+
+
+def online_records(gpu: str) -> Path:
+    """Where the shapes tuned on first use are recorded (`gemm tune` records, read back by later processes)."""
+    return cache_dir(gpu) / "online" / "tune.jsonl"
+
+
+def online_choice(device: torch.device, dtype: str, layout: str, M: int, N: int, K: int) -> str | None:
+    """With WARPFORGE_GEMM_ONLINE=1: this shape's choice among torch.matmul and cuBLASLt's
+    algorithms, tuned now if no earlier process recorded it. None when off, or while a CUDA graph
+    is being captured (nothing may be timed then; the shape is tuned on a later call)."""
+    if os.environ.get(ONLINE, "") in ("", "0") or torch.cuda.is_current_stream_capturing():
+        return None
+    from warpforge.gemm import tune  # the tuner: only when asked
+
+    gpu = torch.cuda.get_device_name(device)
+    key = (dtype, layout, M, N, K)
+    with _online_lock:
+        known = _online.get(gpu)
+        if known is None:
+            known = _online[gpu] = {(r["dtype"], r["layout"], int(r["M"]), int(r["N"]), int(r["K"])): r["choice"]
+                                    for r in jsonl.read(online_records(gpu)) if r.get("gpu") == gpu and "choice" in r}
+        if key not in known:
+            try:
+                with torch.cuda.device(device):
+                    record = tune.tune_shape(GemmShape(M, N, K, dtype, source="online"), layout, "cuda",
+                                             tune.TuneSettings(families=()))
+            except (RuntimeError, UsageError):  # e.g. out of memory for the tuner's own operands: not again
+                known[key] = "torch"
+            else:
+                jsonl.append(online_records(gpu), [record])
+                known[key] = record["choice"]
+        return known[key]
 
 
 def _layout_of(b: torch.Tensor) -> tuple[str, torch.Tensor] | None:
@@ -148,11 +197,14 @@ def choose(a: torch.Tensor, b: torch.Tensor) -> tuple[str, str]:
     if lay is None or not a.is_contiguous():
         return "torch", "unsupported layout"
     table = table_for(a.device)
-    if table is None:
-        return "torch", "no table for this GPU"
     M = a.numel() // a.shape[-1]
     K, N = b.shape
-    return table.lookup(_DTYPES[a.dtype], lay[0], M, N, K)
+    choice, how = table.lookup(_DTYPES[a.dtype], lay[0], M, N, K) if table else ("torch", "no table for this GPU")
+    if choice == "torch" and how != "measured":
+        online = online_choice(a.device, _DTYPES[a.dtype], lay[0], M, N, K)
+        if online is not None:
+            return online, "online"
+    return choice, how
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
