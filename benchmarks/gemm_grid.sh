@@ -7,14 +7,15 @@
 # OUT/grid.log: two files a call.
 #   here, once: CUTLASS libraries for the grid's layout (cudal2: nn, llm: nt; python:
 #               cutlass_build.build_all(..., out_dir=Path(".cutlass_libs/nn")), see docs/gemm.md; 20 MB
-#               a layout in fp16), the nvidia-cutlass and nvmath-python wheels in .whl/
-#   each call:  bash benchmarks/gemm_grid.sh OUT cudal2 480    (carry .cutlass_libs/nn .gemm_grid/cudal2 .sandbox,
-#               or .carry with both layouts packed as below, and both sets' .gemm_grid)
+#               a layout in fp16), nvmath-python's wheel in .whl/ (docs/gemm.md has the pip download)
+#   each call:  bash benchmarks/gemm_grid.sh OUT cudal2 480    (carry .whl .cutlass_libs/nn .gemm_grid/cudal2 .sandbox,
+#               or .carry with both layouts packed as below instead of .cutlass_libs/nn)
 #   back here:  mkdir -p .gemm_grid/cudal2 && tar xzf OUT/records.tgz -C .gemm_grid/cudal2 && gzip -f .gemm_grid/cudal2/*.jsonl
 # A call carries at most 64 MiB with the tracked tree (about 29 MB): the records travel gzipped
-# (read as *.jsonl.gz here), and .whl needs only the nvmath-python wheel once the libraries are built (a machine without
-# CUTLASS headers takes the carried libraries of any CUTLASS version of the same source); without
-# nvmath `gemm tune` stops, since its records would lack cuBLASLt.
+# (read as *.jsonl.gz here). .whl needs only nvmath-python's wheel once the libraries are built: a
+# machine without CUTLASS headers takes carried libraries of any CUTLASS version of the same
+# source. Without nvmath, or without any CUTLASS library, `gemm tune` stops at once rather than
+# record every shape without them (both happened on 2026-11-27, before that check).
 # The table: python -m warpforge.cli gemm tune ... reads them all; docs/gemm.md says how they are summarised.
 set -uo pipefail
 OUT=${1:?usage: gemm_grid.sh OUT_DIR SET [SECONDS]}

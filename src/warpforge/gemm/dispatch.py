@@ -97,6 +97,9 @@ class Table:
 _lock = threading.Lock()
 _tables: dict[str, Table | None] = {}
 _fns: dict[tuple[Any, ...], tuple[str, choices.GemmFn]] = {}
+ONLINE = "WARPFORGE_GEMM_ONLINE"  # 1: shapes no table serves are tuned on first use (online_choice)
+_online_lock = threading.Lock()
+_online: dict[str, dict[tuple[str, str, int, int, int], str]] = {}  # GPU model -> shape -> choice
 
 
 def table_for(device: torch.device) -> Table | None:
@@ -140,11 +143,6 @@ def reset() -> None:
         _fns.clear()
     with _online_lock:
         _online.clear()
-
-
-ONLINE = "WARPFORGE_GEMM_ONLINE"
-_online_lock = threading.Lock()
-_online: dict[str, dict[tuple[str, str, int, int, int], str]] = {}  # GPU model -> shape -> choice
 
 
 def online_records(gpu: str) -> Path:
