@@ -227,3 +227,33 @@ def test_dot_plot_escapes_labels_and_greys_series_past_the_palette() -> None:
     assert chart.count(f'fill="{plots.OTHER_COLOR}"') == 2 * 2  # legend swatch and dot of series 7 and 8
     with pytest.raises(ValueError):
         plots.dot_plot([("empty", [])])
+
+
+def test_tuning_records_are_drawn_as_the_tuners_own_results(tmp_path: Path) -> None:
+    """`gemm plot` takes `gemm tune`'s records (.jsonl, or .jsonl.gz as committed): per shape the
+    choice's time against torch.matmul and autotuned cuBLASLt from the same record, labelled as the
+    tuner's own timing; a record without a choice (a failed shape) is left out."""
+    import gzip
+
+    def record(m: int, choice: str, choice_ms: float, lt_ms: float | None) -> dict[str, Any]:
+        base: dict[str, Any] = {"torch": {"ms": 0.02}}
+        if lt_ms:
+            base["cublaslt_autotuned"] = {"ms": lt_ms}
+        return {"M": m, "N": 256, "K": 1024, "dtype": "float16", "layout": "nn", "source": "cudal2",
+                "gpu": "NVIDIA H100 80GB HBM3", "torch": "2.11.0", "choice": choice, "choice_ms": choice_ms,
+                "baselines": base, "tuned_at": "2026-11-27T00:10:00"}
+
+    rows = [record(64, "cublaslt:2", 0.016, 0.018), record(128, "torch", 0.02, None),
+            {"M": 256, "N": 256, "K": 1024, "error": "RuntimeError: out of memory"}]
+    path = tmp_path / "tune.shard0of4.jsonl.gz"
+    path.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode()))
+    [res] = load_results([path])
+    assert (res["set"], res["mode"], res["date"]) == ("cudal2", "tune", "2026-11-27")
+    assert "the tuner's own final timing" in res["method"]["timing"]
+    got = {s["M"]: (s["choice"], s["speedup_vs_torch"], s["speedup_vs_cublaslt_autotuned"]) for s in res["shapes"]}
+    assert got == {64: ("cublaslt:2", pytest.approx(1.25), pytest.approx(1.125)), 128: ("torch", 1.0, None)}
+    assert summary(res)["vs_torch"]["value"] == pytest.approx(math.sqrt(1.25))
+    empty = tmp_path / "tune.jsonl"
+    empty.write_text(json.dumps(rows[2]) + "\n")
+    with pytest.raises(UsageError, match="no tuning records with a choice"):
+        load_results([empty])

@@ -3,6 +3,7 @@ left (a last line cut short is skipped: its work is redone), or write a whole fi
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from collections.abc import Iterable
@@ -11,12 +12,14 @@ from typing import Any
 
 
 def read(path: str | Path) -> list[dict[str, Any]]:
-    """Every record that parses; [] when the file does not exist yet."""
+    """Every record that parses; [] when the file does not exist yet. A name ending in .gz is
+    read through gzip (records committed compressed)."""
     p = Path(path)
     if not p.is_file():
         return []
+    text = gzip.decompress(p.read_bytes()).decode() if p.name.endswith(".gz") else p.read_text()
     out = []
-    for line in p.read_text().splitlines():
+    for line in text.splitlines():
         try:
             out.append(json.loads(line))
         except json.JSONDecodeError:

@@ -22,6 +22,7 @@ from typing import Any, TypedDict
 import jinja2
 from markupsafe import Markup
 
+from warpforge import jsonl
 from warpforge.errors import UsageError
 from warpforge.metrics import geometric_mean
 from warpforge.report import plots
@@ -83,8 +84,48 @@ class Summary(TypedDict):
     by_choice: list[Group]
 
 
+def _speedup(base: object, ours: object) -> float | None:
+    b, o = positive(base), positive(ours)
+    return b / o if b and o else None
+
+
+def records_as_results(path: Path) -> dict[str, Any]:
+    """Tuning records (`gemm tune`'s tune*.jsonl, or .jsonl.gz) read as one results file, so that
+    the whole grid the tuner measured can be drawn: per shape its choice against torch.matmul and
+    autotuned cuBLASLt, by the tuner's own final timing, which the choice was picked on (biased up;
+    `gemm bench` re-times on fresh operands)."""
+    try:
+        records = [r for r in jsonl.read(path) if isinstance(r, dict) and "choice" in r]
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
+    if not records:
+        raise UsageError(f"{path} holds no tuning records with a choice: pass the tune*.jsonl that `gemm tune` wrote")
+    shapes = []
+    for r in records:
+        base = r.get("baselines") or {}
+        torch_ms = (base.get("torch") or {}).get("ms")
+        lt_ms = (base.get("cublaslt_autotuned") or {}).get("ms")
+        shapes.append({"M": r["M"], "N": r["N"], "K": r["K"], "dtype": r.get("dtype"), "layout": r.get("layout"),
+                       "source": r.get("source"), "flops": 2 * r["M"] * r["N"] * r["K"], "choice": r["choice"],
+                       "choice_how": "measured", "torch_ms": torch_ms, "cublaslt_autotuned_ms": lt_ms,
+                       "warpforge_ms": r.get("choice_ms"), "speedup_vs_torch": _speedup(torch_ms, r.get("choice_ms")),
+                       "speedup_vs_cublaslt_autotuned": _speedup(lt_ms, r.get("choice_ms"))})
+    gpus = sorted({str(r.get("gpu")) for r in records})
+    sources = sorted({str(r.get("source") or "") for r in records} - {""})
+    layouts = sorted({str(r.get("layout")) for r in records})
+    name = sources[0] if len(sources) == 1 else path.name.split(".")[0]  # llm: one source per projection
+    return {"gpu": ", ".join(gpus), "set": name, "mode": "tune",
+            "layout": ", ".join(layouts), "date": max(str(r.get("tuned_at", ""))[:10] for r in records),
+            "versions": {"torch": ", ".join(sorted({str(r.get("torch")) for r in records}))},
+            "method": {"timing": "the tuner's own final timing (gemm tune), which the choice was picked on: "
+                                 "biased up; gemm bench re-times on fresh operands",
+                       "records": str(path)},
+            "shapes": shapes, "path": str(path)}
+
+
 def load_results(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
-    """Each results file, parsed; a folder stands for its gemm_*.json files. Adds "path" (the file)."""
+    """Each results file, parsed; a folder stands for its gemm_*.json files; tuning records
+    (*.jsonl, *.jsonl.gz) are read by `records_as_results`. Adds "path" (the file)."""
     files: list[Path] = []
     for path in map(Path, paths):
         files += sorted(path.glob("gemm_*.json")) if path.is_dir() else [path]
@@ -96,6 +137,9 @@ def load_results(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
         if not f.is_file():
             raise UsageError(f"no results file {f}: check the path (the benchmark writes "
                              "benchmarks/results/gemm_*.json)")
+        if f.name.endswith((".jsonl", ".jsonl.gz")):
+            results.append(records_as_results(f))
+            continue
         try:
             data = json.loads(f.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
