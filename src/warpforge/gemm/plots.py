@@ -85,7 +85,7 @@ class Summary(TypedDict):
 
 
 def _speedup(base: object, ours: object) -> float | None:
-    b, o = positive(base), positive(ours)
+    b, o = _number(base), _number(ours)
     return b / o if b and o else None
 
 
