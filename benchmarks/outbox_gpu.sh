@@ -20,9 +20,11 @@ gpu_facts | tee "$OUT/gpu.txt"
 step "eval-batch --jobs $BOX"
 ( while sleep "${PACK_S:-30}"; do pack; done ) &
 PACKER=$!
+# its output to a file, not a pipe: `timeout` stops eval-batch, but a worker finishes the job in
+# hand first, and holding a pipe open it held this script (and the device call) until then
 timeout "$T" python3 -m warpforge.cli eval-batch --jobs "$BOX" --results "$RES" --device cuda \
-  ${COMPILE_WORKERS:+--compile-workers "$COMPILE_WORKERS"} 2>&1 \
-  | tail -5 | tee "$OUT/eval_batch.log"
+  ${COMPILE_WORKERS:+--compile-workers "$COMPILE_WORKERS"} > "$RES.log" 2>&1
+tail -5 "$RES.log" | tee "$OUT/eval_batch.log"
 kill "$PACKER" 2>/dev/null
 pack
 step "done: $(ls "$RES" | wc -l) results in $OUT/results.tgz"

@@ -575,27 +575,3 @@ def test_a_task_out_of_gpu_memory_beside_other_warm_judges_is_evaluated_again_wi
         FakeJudge.warm.add("other")  # memory held by something no Judge of ours owns: the error stands
         assert local.evaluate(softmax, candidate).status == "task_error"
 
-
-def test_the_command_line_turns_sigterm_into_an_exit_that_runs_cleanup(tmp_path: Path) -> None:
-    """`timeout` stops `warpforge eval-batch` / `gemm tune` with SIGTERM, which by default ends
-    Python without running with-blocks or finally clauses: EvalPool's workers and tune's shard
-    processes were left running (2026-11-27, a device call overran its limit waiting on them).
-    The command line makes it a SystemExit, so cleanup runs."""
-    import subprocess
-    import sys
-
-    script = ("import time\n"
-              "from warpforge.cli.common import exit_on_sigterm\n"
-              "exit_on_sigterm()\n"
-              "print('ready', flush=True)\n"
-              "try:\n"
-              "    time.sleep(120)\n"
-              "finally:\n"
-              "    print('cleaned up', flush=True)\n")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 128 + signal.SIGTERM
-    assert out.strip() == "cleaned up"

@@ -238,10 +238,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from warpforge.evaluate.debug import dump_stacks_if_asked
 
     dump_stacks_if_asked()
-    if argv is None:  # the command line, not a caller's process: `timeout` stops it cleanly
-        from warpforge.cli.common import exit_on_sigterm
-
-        exit_on_sigterm()
     try:
         return _commands()[args.command](args)
     except WarpforgeError as exc:

@@ -15,9 +15,10 @@ if TYPE_CHECKING:
 
 def exit_on_sigterm() -> Any:
     """Make SIGTERM (what `timeout` and job schedulers send) a SystemExit(128 + 15), so that
-    with-blocks and finally clauses stop what the run started (sandboxed workers, shard
-    processes) instead of leaving them running. Returns the handler it replaced; a no-op off the
-    main thread, where Python cannot install one."""
+    finally clauses stop what a command started (`gemm tune --gpus`'s shard processes) instead of
+    leaving them running. Returns the handler it replaced; a no-op off the main thread, where
+    Python cannot install one. Not installed for every command: EvalPool's exit finishes the
+    queued jobs, which a stop must not wait for."""
     import signal
     import threading
 
