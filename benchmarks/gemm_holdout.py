@@ -19,8 +19,12 @@ Rules:
   knn-K        the K nearest tuned shapes vote: each proposes its fastest portable configuration;
                the configuration with the best mean time relative to torch over the neighbours
                that screened it wins if that mean is below 0.97, else torch
+  model        a small regression over shape features: per configuration that is the fastest on at
+               least 3 other shapes, least squares of log(its time / torch's) on the quadratic
+               terms of log M, log N, log K over the other shapes that screened it; H takes the
+               configuration with the lowest prediction if that is below log(0.97), else torch
   oracle       H's own fastest portable configuration or torch (what tuning H itself finds)
-  dispatcher+lt, knn-5+lt, oracle+lt
+  dispatcher+lt, knn-5+lt, model+lt, oracle+lt
                the same, with cuBLASLt choices transferring as re-resolved heuristic positions
 
     python benchmarks/gemm_holdout.py --out DIR [TUNE.jsonl ...]
@@ -79,6 +83,8 @@ def pick(rule: str, h: dict, others: list[dict]) -> str:
     if rule == "oracle":
         best = h[best_key]
         return best if best and h["times"][best] < h["torch"] else "torch"
+    if rule == "model":
+        return pick_model(h, others, best_key)
     if rule in ("dispatcher", "nearest"):
         for o in same:
             if rule == "dispatcher" and not within_2x(o["shape"], h["shape"]):
@@ -102,6 +108,37 @@ def pick(rule: str, h: dict, others: list[dict]) -> str:
     return name if mean < 0.97 else "torch"
 
 
+def features(shape: tuple[int, int, int]) -> list[float]:
+    x, y, z = (math.log(v) for v in shape)
+    return [1.0, x, y, z, x * x, y * y, z * z, x * y, x * z, y * z]
+
+
+def pick_model(h: dict, others: list[dict], best_key: str) -> str:
+    """The `model` rule: per configuration, a least-squares fit of log(time / torch) over the other
+    shapes' features, predicted at H."""
+    import numpy as np
+
+    same = [o for o in others if o["layout"] == h["layout"] and o["dtype"] == h["dtype"]]
+    wins: dict[str, int] = {}
+    for o in same:
+        if o[best_key] and o["times"][o[best_key]] < o["torch"]:
+            wins[o[best_key]] = wins.get(o[best_key], 0) + 1
+    best, best_pred = "torch", math.log(0.97)
+    at = np.array(features(h["shape"]))
+    for name in (n for n, c in wins.items() if c >= 3 and n in h["times"]):  # H's own candidates: the tuner's
+        # pruning is a function of the shape alone (triton_gemm.candidate_configs), known without timing H
+        rows = [(features(o["shape"]), math.log(o["times"][name] / o["torch"])) for o in same if name in o["times"]]
+        if len(rows) < 20:
+            continue
+        x = np.array([f for f, _ in rows])
+        y = np.array([t for _, t in rows])
+        coef = np.linalg.solve(x.T @ x + 1e-3 * np.eye(x.shape[1]), x.T @ y)  # a little ridge: few shapes a config
+        pred = float(at @ coef)
+        if pred < best_pred:
+            best, best_pred = name, pred
+    return best
+
+
 def score(h: dict, choice: str) -> float:
     return h["torch"] / h["times"][choice] if choice in h["times"] else 1.0
 
@@ -111,8 +148,8 @@ def main() -> None:
     ap.add_argument("files", nargs="*", type=Path, default=DEFAULT)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    rules = ["torch", "dispatcher", "nearest", "knn-3", "knn-5", "knn-9", "oracle", "dispatcher+lt", "knn-5+lt",
-             "oracle+lt"]
+    rules = ["torch", "dispatcher", "nearest", "knn-3", "knn-5", "knn-9", "model", "oracle", "dispatcher+lt",
+             "knn-5+lt", "model+lt", "oracle+lt"]
     report: dict = {"date": datetime.date.today().isoformat(), "method": "leave-one-out on screen times", "sets": {}}
     for path in args.files:
         shapes = load(path)
