@@ -1,0 +1,42 @@
+"""benchmarks/gemm_holdout.py: choice rules for shapes the tuner never measured, on synthetic records."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _module() -> Any:
+    spec = importlib.util.spec_from_file_location("gemm_holdout", ROOT / "benchmarks" / "gemm_holdout.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _shape(m: int, n: int, k: int) -> dict[str, Any]:
+    """A wins (0.8x torch's time) where M >= 1024, loses (1.25x) below; B is always 1.1x."""
+    a = 0.8 if m >= 1024 else 1.25
+    times = {"torch": 1.0, "triton_tiled:A": a, "triton_tiled:B": 1.1}
+    best = min(("triton_tiled:A", "triton_tiled:B"), key=times.get)
+    return {"shape": (m, n, k), "layout": "nn", "dtype": "float16", "choice": best if times[best] < 1 else "torch",
+            "torch": 1.0, "times": times, "best_portable": best, "best_portable+lt": best}
+
+
+def test_the_regression_and_the_votes_pick_from_other_shapes_only() -> None:
+    h = _module()
+    grid = [_shape(m, n, k) for m in (64, 128, 256, 512, 1024, 2048, 4096, 8192) for n in (256, 1024, 4096)
+            for k in (256, 2048)]
+    big, small = _shape(3072, 2048, 1024), _shape(96, 2048, 1024)
+    assert h.pick("model", big, grid) == "triton_tiled:A"
+    assert h.pick("model", small, grid) == "torch"
+    assert h.pick("knn-5", big, grid) == "triton_tiled:A" and h.pick("knn-5", small, grid) == "torch"
+    assert h.score(big, "triton_tiled:A") == 1.25 and h.score(small, "torch") == 1.0
+    # a configuration H would not screen is not proposed by the regression
+    unscreened = dict(big, times={"torch": 1.0, "triton_tiled:B": 1.1})
+    assert h.pick("model", unscreened, grid) == "torch"
+    assert math.isclose(h.distance((64, 64, 64), (128, 64, 64)), math.log(2))
