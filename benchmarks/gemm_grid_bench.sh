@@ -3,11 +3,13 @@
 # them): the table from every record in .gemm_grid/{cudal2,llm}, then at once, one job per GPU,
 # `gemm bench` (fresh operands, torch.matmul / cuBLASLt heuristic / autotuned cuBLASLt beside the
 # dispatcher) on the 96 held-out shapes, on SAMPLE cudal2 shapes spread by FLOPs, on SAMPLE llm
-# shapes, and on the held-out shapes again with unmeasured shapes tuned on first use (`--online`),
+# shapes (offline and server mode), and on the held-out shapes again with unmeasured shapes tuned
+# on first use (`--online`),
 # then the model-written kernels' jobs in .campaign/gemm23/outbox if it is there and time is left.
 # All stop SECONDS after the table; a bench file is rewritten after every shape, so a stopped one
-# keeps its rows. OUT gets at most 6 files (logs.txt, results.tgz, bench/*.json; the table is not
-# sent back: `gemm table` over the same records builds it): with gemm_grid.sh's 2 before it, a call's 8.
+# keeps its rows. OUT gets at most 7 files (logs.txt, results.tgz, 5 bench/*.json; the table is not
+# sent back: `gemm table` over the same records builds it): with gemm_grid.sh's records.tgz before
+# it (remove its grid.log, printed anyway), a call's 8.
 #   here:      tar czf .carry/cutlass_libs.tgz -C .cutlass_libs nn nt  (gemm_grid.sh unpacks it too)
 #   the call:  bash benchmarks/gemm_grid_bench.sh OUT 420 96
 #              (carry .carry .whl .gemm_grid .sandbox [.campaign/gemm23/outbox]; .whl: nvmath-python)
@@ -33,13 +35,13 @@ left() { local s=$(( DEADLINE - $(date +%s) )); echo $(( s > 1 ? s : 1 )); }
 bench() {  # GPU LAYOUT ARGS...: one bench until the deadline, its log to R
   local g=$1 lay=$2; shift 2
   CUDA_VISIBLE_DEVICES=$g WARPFORGE_CUTLASS_LIB_DIR=$PWD/.cutlass_libs/$lay timeout "$(left)" python3 -m warpforge.cli gemm bench \
-    --table "$R/table.json" --modes offline --out "$OUT/bench" "$@" >> "$R/bench_$g.log" 2>&1
+    --table "$R/table.json" --out "$OUT/bench" "$@" >> "$R/bench_$g.log" 2>&1
 }
-bench "$(gpu 0)" nn --shapes benchmarks/gemm_heldout_cudal2.csv &
-bench "$(gpu 1)" nn --shapes cudal2 --sample "$SAMPLE" &
-bench "$(gpu 2)" nt --shapes llm --sample "$SAMPLE" &
+bench "$(gpu 0)" nn --shapes benchmarks/gemm_heldout_cudal2.csv --modes offline &
+bench "$(gpu 1)" nn --shapes cudal2 --sample "$SAMPLE" --modes offline &
+bench "$(gpu 2)" nt --shapes llm --sample "$SAMPLE" --modes offline,server &  # server: an inference service's calls
 {  # the held-out shapes again, unmeasured ones tuned on first use (torch and cuBLASLt); then the model kernels
-  bench "$(gpu 3)" nn --shapes benchmarks/gemm_heldout_cudal2.csv --online
+  bench "$(gpu 3)" nn --shapes benchmarks/gemm_heldout_cudal2.csv --modes offline --online
   if [ -d .campaign/gemm23/outbox/jobs ] && [ "$(left)" -gt 60 ]; then
     CUDA_VISIBLE_DEVICES=$(gpu 3) bash "$HERE/outbox_gpu.sh" "$R/outbox" .campaign/gemm23/outbox "$(left)" > "$R/outbox.log" 2>&1
   fi
