@@ -311,13 +311,16 @@ def heap_frozen() -> Iterator[None]:
     benchmarks/gemm_tune_overhead.py). Frozen objects are skipped, so the runs only scan what
     was allocated since. For a sweep that makes dozens of timing runs per item (the GEMM tuner
     and benchmark); the evaluator's processes freeze once at start-up instead. Unfrozen on the
-    way out, errors too."""
+    way out, errors too, unless the heap was frozen already: the dispatcher's tuning on first use
+    runs inside a caller's process, whose own freeze must outlast it."""
+    frozen_before = _gc.get_freeze_count()
     _gc.collect()
     _gc.freeze()
     try:
         yield
     finally:
-        _gc.unfreeze()
+        if not frozen_before:
+            _gc.unfreeze()
 
 
 def time_calls(
