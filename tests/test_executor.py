@@ -574,4 +574,3 @@ def test_a_task_out_of_gpu_memory_beside_other_warm_judges_is_evaluated_again_wi
         assert closed == [relu.name, softmax.name] and list(local._judges) == [(softmax.name, softmax.source_hash)]
         FakeJudge.warm.add("other")  # memory held by something no Judge of ours owns: the error stands
         assert local.evaluate(softmax, candidate).status == "task_error"
-
