@@ -257,3 +257,17 @@ def test_tuning_records_are_drawn_as_the_tuners_own_results(tmp_path: Path) -> N
     empty.write_text(json.dumps(rows[2]) + "\n")
     with pytest.raises(UsageError, match="no tuning records with a choice"):
         load_results([empty])
+
+
+def test_a_bench_with_online_tuning_is_labelled_apart(tmp_path: Path) -> None:
+    """The held-out shapes benched twice, with and without tuning on first use, must not read as the
+    same run: the `online` field, or in files written before it the method's words, names it."""
+    online = {**GRID, "online": True}
+    older = {**GRID, "method": {"unmeasured_shapes": "tuned on first use with torch.matmul and cuBLASLt "
+                                                     "(WARPFORGE_GEMM_ONLINE)"}}
+    paths = [write(tmp_path, "a.json", GRID), write(tmp_path, "b.json", online), write(tmp_path, "c.json", older)]
+    render(paths, tmp_path / "site")
+    md = (tmp_path / "site" / "summary.md").read_text(encoding="utf-8")
+    assert md.count("| grid.csv | offline | 18 / 20 |") == 1
+    assert md.count("| grid.csv | offline, online tuning | 18 / 20 |") == 2
+    assert md.count("· grid.csv · offline, online tuning · 2026-11-23") == 2

@@ -194,7 +194,7 @@ def bench(shapes: list[GemmShape], set_name: str, layout: str, device: str, out_
     for mode, path in paths.items():
         old = _load(path)
         docs[mode] = old if old and old.get("gpu") == gpu and old.get("layout") == layout else {
-            "gpu": gpu, "set": set_name, "mode": mode, "layout": layout, "date": date, "versions": versions(),
+            "gpu": gpu, "set": set_name, "mode": mode, "online": online, "layout": layout, "date": date, "versions": versions(),
             "table": table.path if table else None,
             "method": {"timing": "warpforge.evaluate.bench.time_calls", "mode": mode, "l2": "read-flush before each call",
                        "statistic": "median device time between CUDA events", "data": "fresh normal random operands",

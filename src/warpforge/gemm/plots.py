@@ -325,13 +325,27 @@ def _section(i: int, results: dict[str, Any]) -> dict[str, Any]:
     histograms = [plots.ratio_histogram(values[field], lo, hi, title=f"over {name}") for _, field, name in present]
     versions = results.get("versions")
     return {"anchor": f"r{i}", "results": results, "summary": summary(results), "grid": grid,
-            "title": " · ".join(str(results.get(k) or "?") for k in ("gpu", "set", "mode", "date")),
+            "title": _title(results),
             "versions": " · ".join(f"{k} {v}" for k, v in versions.items()) if isinstance(versions, dict) else "",
             "method": json.dumps(results["method"], indent=2) if results.get("method") else "",
             "sweep": _sweep_line(results), "charts": charts, "histograms": histograms,
             "by_source": _groups(shapes, _series_name) if not grid else [],
             "worst_torch": _worst(shapes, "speedup_vs_torch"),
             "worst_cublaslt": _worst(shapes, "speedup_vs_cublaslt_autotuned")}
+
+
+def mode_label(results: dict[str, Any]) -> str:
+    """"offline", or "offline, online tuning" for a bench run with unmeasured shapes tuned on first use
+    (the `online` field; files written before it have only the method's words)."""
+    mode = str(results.get("mode") or "?")
+    method = results.get("method")
+    how = str(method.get("unmeasured_shapes", "")) if isinstance(method, dict) else ""
+    return f"{mode}, online tuning" if results.get("online") or "WARPFORGE_GEMM_ONLINE" in how else mode
+
+
+def _title(results: dict[str, Any]) -> str:
+    return " · ".join(mode_label(results) if k == "mode" else str(results.get(k) or "?")
+                      for k in ("gpu", "set", "mode", "date"))
 
 
 def _number(v: object) -> float | None:
@@ -367,7 +381,7 @@ MARKDOWN_HEAD = ("| set | mode | shapes measured / planned | vs torch.matmul | v
 
 def _markdown_row(results: dict[str, Any]) -> str:
     s = summary(results)
-    cells = [str(results.get("set") or "?"), str(results.get("mode") or "?"), _measured(results),
+    cells = [str(results.get("set") or "?"), mode_label(results), _measured(results),
              _gm(s["vs_torch"]), _gm(s["vs_cublaslt"]), _gm(s["vs_compile"]),
              _worst_text(s["worst"], results.get("set")), f"{s['losses']:,}"]
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |\n"
@@ -379,8 +393,7 @@ def summary_markdown(all_results: Sequence[dict[str, Any]]) -> str:
            "each baseline, with the number of shapes where both were measured.\n"]
     for results in all_results:
         versions = results.get("versions")
-        out.append(f"\n## {results.get('gpu') or '?'} · {results.get('set') or '?'} · {results.get('mode') or '?'}"
-                   f" · {results.get('date') or '?'}\n\n")
+        out.append(f"\n## {_title(results)}\n\n")
         if isinstance(versions, dict) and versions:
             out.append(" · ".join(f"{k} {v}" for k, v in versions.items()) + "\n\n")
         out.append(MARKDOWN_HEAD + _markdown_row(results))
