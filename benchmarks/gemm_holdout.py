@@ -14,7 +14,10 @@ reconfiguration), which the tune records hold since the tuner screens every heur
 Rules:
   torch        always torch.matmul (1.0x by definition)
   dispatcher   today's: the nearest tuned shape within 2x in each of M, N, K (log space) whose
-               table choice is portable; else torch
+               table choice the dispatcher hands on (dispatch.TRANSFERRED: Triton, mma, padding;
+               not CUTLASS since 2026-11-27); else torch
+  dispatcher+cutlass
+               the same, handing CUTLASS choices on too (the dispatcher's rule before 2026-11-27)
   nearest      the nearest tuned shape at any distance whose table choice is portable
   knn-K        the K nearest tuned shapes vote: each proposes its fastest portable configuration;
                the configuration with the best mean time relative to torch over the neighbours
@@ -41,11 +44,14 @@ import math
 import statistics
 from pathlib import Path
 
+from warpforge.gemm.dispatch import TRANSFERRED
+
 RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT = [RESULTS / "gemm_h100-80gb-hbm3_cudal2_tune_2026-11-25.jsonl",
            RESULTS / "gemm_h100-80gb-hbm3_llm_tune_2026-11-25.jsonl"]
 PORTABLE = ("triton_", "mma_", "cutlass_")
 RERESOLVED = PORTABLE + ("cublaslt:",)
+HANDED_ON = {"dispatcher": TRANSFERRED, "dispatcher+cutlass": PORTABLE, "dispatcher+lt": TRANSFERRED + ("cublaslt:",)}
 
 
 def load(path: Path) -> list[dict]:
@@ -74,6 +80,9 @@ def within_2x(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
 
 
 def pick(rule: str, h: dict, others: list[dict]) -> str:
+    handed_on = HANDED_ON.get(rule)
+    if handed_on:
+        rule = "dispatcher"
     rule, lt = rule.removesuffix("+lt"), rule.endswith("+lt")
     portable, best_key = (RERESOLVED, "best_portable+lt") if lt else (PORTABLE, "best_portable")
     same = sorted((o for o in others if o["layout"] == h["layout"] and o["dtype"] == h["dtype"]),
@@ -89,7 +98,7 @@ def pick(rule: str, h: dict, others: list[dict]) -> str:
         for o in same:
             if rule == "dispatcher" and not within_2x(o["shape"], h["shape"]):
                 continue
-            if o["choice"].startswith(portable):
+            if o["choice"].startswith(handed_on or portable):
                 return o["choice"]
             if rule == "dispatcher":
                 return "torch"  # the nearest bucket's choice is not portable: today's dispatcher stops here
@@ -148,7 +157,7 @@ def main() -> None:
     ap.add_argument("files", nargs="*", type=Path, default=DEFAULT)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    rules = ["torch", "dispatcher", "nearest", "knn-3", "knn-5", "knn-9", "model", "oracle", "dispatcher+lt",
+    rules = ["torch", "dispatcher", "dispatcher+cutlass", "nearest", "knn-3", "knn-5", "knn-9", "model", "oracle", "dispatcher+lt",
              "knn-5+lt", "model+lt", "oracle+lt"]
     report: dict = {"date": datetime.date.today().isoformat(), "method": "leave-one-out on screen times", "sets": {}}
     for path in args.files:
@@ -166,9 +175,9 @@ def main() -> None:
                           "not_screened_there": unknown, "n": len(speedups)}
         report["sets"][path.name] = rows
         print(f"\n{path.name}: {len(shapes)} tuned shapes, leave-one-out (screen times)")
-        print(f"{'rule':12s} {'geomean':>8s} {'<0.99x':>7s} {'worst':>7s} {'unscreened':>10s}")
+        print(f"{'rule':18s} {'geomean':>8s} {'<0.99x':>7s} {'worst':>7s} {'unscreened':>10s}")
         for rule, r in rows.items():
-            print(f"{rule:12s} {r['geomean']:8.4f} {r['below_0.99']:7d} {r['worst']:7.3f} {r['not_screened_there']:10d}")
+            print(f"{rule:18s} {r['geomean']:8.4f} {r['below_0.99']:7d} {r['worst']:7.3f} {r['not_screened_there']:10d}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"gemm_holdout_{report['date']}.json"

@@ -263,7 +263,8 @@ def _records() -> list[dict[str, Any]]:
                 "choice_ms": 1.0, "baselines": {"torch": {"ms": 1.2}},
                 "cublaslt_algorithms": [{"index": 0}, {"index": 1, "tile": "64x64"}]}
     return [rec(64, 4096, 4096, "triton_splitk:BM16-BN64-BK128-S4-W4-G8-K4"), rec(1024, 1024, 1024, "cublaslt:1"),
-            rec(4096, 4096, 4100, "torch_padded"), rec(2048, 2048, 2048, "torch")]
+            rec(4096, 4096, 4100, "torch_padded"), rec(2048, 2048, 2048, "torch"),
+            rec(512, 2048, 4096, "cutlass_64x128x64_c1x1_pingpong")]
 
 
 def test_table_lookup_exact_nearest_and_fallback() -> None:
@@ -279,7 +280,16 @@ def test_table_lookup_exact_nearest_and_fallback() -> None:
     assert table.lookup("float16", "nn", 4000, 4096, 4092) == ("torch_padded", "nearest")
     assert table.lookup("float16", "nn", 64, 40000, 4096) == ("torch", "default")
     assert table.lookup("bfloat16", "nn", 64, 4096, 4096) == ("torch", "default")
+    # nor a CUTLASS configuration (measured slower on held-out shapes), though it is the nearest one
+    assert table.lookup("float16", "nn", 448, 2368, 3968) == ("torch", "default")
+    assert table.nearest("float16", "nn", 448, 2368, 3968) == "cutlass_64x128x64_c1x1_pingpong"
+    assert table.nearest("float16", "nn", 1000, 1024, 1024) == "cublaslt:1"
+    assert table.nearest("float16", "nn", 64, 40000, 4096) is None
     assert tune.build_table(_records(), "GPU X")["entries"][0]["M"] == 64
+    # an entry of our kernel names the fastest baseline where it was measured, to run where it cannot
+    with_base = [dict(r, best_baseline="cublaslt:1" if r["M"] == 512 else "torch") for r in _records()]
+    built = dispatch.Table(tune.build_table(with_base, "GPU X"))
+    assert built.fallbacks == {("float16", "nn", 512, 2048, 4096): "cublaslt:1"}
     with pytest.raises(UsageError, match="no tuning records"):
         tune.build_table(_records(), "GPU Y")
 
@@ -345,7 +355,7 @@ def test_online_tuning_of_unmeasured_shapes_is_opt_in_once_and_read_back(tmp_pat
     tuned: list[tuple[Any, ...]] = []
 
     def fake_tune(shape: GemmShape, layout: str, device: str, settings: Any) -> dict[str, Any]:
-        tuned.append((shape.M, shape.N, shape.K, layout, settings.families, settings.cublaslt))
+        tuned.append((shape.M, shape.N, shape.K, layout, settings.families, settings.cublaslt, settings.kernels))
         if shape.M == 13:
             raise RuntimeError("CUDA out of memory")
         return {"M": shape.M, "N": shape.N, "K": shape.K, "dtype": shape.dtype, "layout": layout, "gpu": "Fake GPU",
@@ -361,7 +371,7 @@ def test_online_tuning_of_unmeasured_shapes_is_opt_in_once_and_read_back(tmp_pat
     assert dispatch.online_choice(dev, "float16", "nn", 64, 128, 256) is None and not tuned
     capturing[0] = False
     assert dispatch.online_choice(dev, "float16", "nn", 64, 128, 256) == "cublaslt:3"
-    assert tuned == [(64, 128, 256, "nn", (), True)]  # cuBLASLt and torch only, none of our families
+    assert tuned == [(64, 128, 256, "nn", (), True, ())]  # cuBLASLt and torch only, none of our families
     assert dispatch.online_choice(dev, "float16", "nn", 64, 128, 256) == "cublaslt:3" and len(tuned) == 1
     records = jsonl.read(dispatch.online_records("Fake GPU"))
     assert [(r["M"], r["choice"]) for r in records] == [(64, "cublaslt:3")]
@@ -371,6 +381,13 @@ def test_online_tuning_of_unmeasured_shapes_is_opt_in_once_and_read_back(tmp_pat
     assert dispatch.online_choice(dev, "float16", "nn", 13, 128, 256) == "torch"
     assert dispatch.online_choice(dev, "float16", "nn", 13, 128, 256) == "torch" and len(tuned) == 3
     assert len(jsonl.read(dispatch.online_records("Fake GPU"))) == 2  # the failure is not recorded as a choice
+    # the nearest measured shape's kernel is timed beside them; a cuBLASLt index or torch is not passed on
+    near = "cutlass_64x128x64_c1x1_pingpong"
+    assert dispatch.online_choice(dev, "float16", "nn", 448, 2368, 3968, near) == "cublaslt:3"
+    assert tuned[-1] == (448, 2368, 3968, "nn", (), True, (near,))
+    dispatch.online_choice(dev, "float16", "nn", 96, 128, 256, "cublaslt:1")
+    dispatch.online_choice(dev, "float16", "nn", 160, 128, 256, "torch")
+    assert [t[-1] for t in tuned[-2:]] == [(), ()]
     dispatch.reset()
 
 
@@ -386,20 +403,76 @@ def test_dispatcher_falls_back_to_torch_off_the_gpu() -> None:
         assert torch.equal(torch.ops.warpforge.matmul(a, b), a @ b)
 
 
-def test_a_choice_that_cannot_be_built_here_runs_as_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_choice_that_cannot_be_built_here_runs_its_fallback_or_torch(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path) -> None:
+    """A table choice that cannot be made here runs the entry's fallback (the fastest baseline where
+    it was measured), else torch.matmul, and that is remembered. A CUTLASS choice whose library is
+    not built is not built by a matmul call unless WARPFORGE_CUTLASS_BUILD=1."""
     a, b = torch.randn(5, 7), torch.randn(7, 3)
-    monkeypatch.setattr(dispatch, "choose", lambda a, b: ("file:/gone/kernel.py", "table"))
+    asked = [("file:/gone/kernel.py", None)]
+    monkeypatch.setattr(dispatch, "_choose", lambda a, b: (asked[0][0], "table", asked[0][1]))
+    made: list[str] = []
 
-    def refuse(*args: Any) -> Any:
-        raise UsageError("--candidate /gone/kernel.py does not exist")
+    def make(name: str, layout: str, x: torch.Tensor, y: torch.Tensor) -> Any:
+        made.append(name)
+        if name.startswith(("file:", "cutlass_")):
+            raise UsageError(f"{name} cannot be made here")
+        return lambda p, q: p @ q
 
-    monkeypatch.setattr(choices, "make_choice", refuse)
+    monkeypatch.setattr(choices, "make_choice", make)
+    monkeypatch.setenv("WARPFORGE_CACHE", str(tmp_path))  # no CUTLASS library built there
+    monkeypatch.delenv("WARPFORGE_CUTLASS_LIB_DIR", raising=False)
+    monkeypatch.delenv(dispatch.CUTLASS_BUILD, raising=False)
     dispatch.forget_kernels()
     try:
         assert torch.allclose(dispatch.matmul(a, b), a @ b)
         assert [hit[0] for hit in dispatch._fns.values()] == ["torch"]  # remembered: not refused again per call
+        dispatch.matmul(a, b)
+        assert made == ["file:/gone/kernel.py"]
+        dispatch.forget_kernels()
+        asked[0] = ("file:/gone/kernel.py", "torch_padded")
+        dispatch.matmul(a, b)
+        assert [hit[0] for hit in dispatch._fns.values()] == ["torch_padded"]
+        dispatch.forget_kernels()
+        made.clear()
+        asked[0] = ("cutlass_128x128x64_c1x1_coop", "torch_padded")  # not built: not even tried
+        dispatch.matmul(a, b)
+        assert made == ["torch_padded"] and not dispatch.cutlass_ready("cutlass_128x128x64_c1x1_coop", "float16", "nn")
+        dispatch.forget_kernels()
+        made.clear()
+        monkeypatch.setenv(dispatch.CUTLASS_BUILD, "1")  # asked to build: tried (and here it fails)
+        assert dispatch.cutlass_ready("cutlass_128x128x64_c1x1_coop", "float16", "nn")
+        dispatch.matmul(a, b)
+        assert made == ["cutlass_128x128x64_c1x1_coop", "torch_padded"]
     finally:
         dispatch.forget_kernels()
+
+
+def test_build_cutlass_builds_every_config_of_the_layouts_and_says_what_failed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from warpforge.gemm import cutlass_build, cutlass_sm90
+
+    monkeypatch.setattr(cutlass_build, "include_dir", lambda: tmp_path)
+    asked: list[tuple[str, str, str, Path | None]] = []
+
+    def fake_build(cfg: Any, dtype: str, layout: str, out_dir: Path | None = None) -> Path:
+        asked.append((cfg.name, dtype, layout, out_dir))
+        if cfg.name == "cutlass_128x128x64_c1x1_coop" and layout == "nt":
+            raise UsageError("CUTLASS cutlass_128x128x64_c1x1_coop (float16, nt, sm_90a) does not compile:\nerror: x")
+        return tmp_path / f"{cfg.name}_{layout}.so"
+
+    monkeypatch.setattr(cutlass_build, "build", fake_build)
+    assert main(["gemm", "build-cutlass", "--out", str(tmp_path / "libs"), "--jobs", "2"]) == 1
+    n = len(cutlass_sm90.configs())
+    assert len(asked) == 2 * n and {a[2] for a in asked} == {"nn", "nt"} and {a[3] for a in asked} == {tmp_path / "libs"}
+    err = capsys.readouterr().err
+    assert f"{2 * n - 1} of {2 * n} CUTLASS libraries ready" in err
+    assert "cutlass_128x128x64_c1x1_coop float16 nt: CUTLASS cutlass_128x128x64_c1x1_coop" in err
+    asked.clear()
+    assert main(["gemm", "build-cutlass", "--layouts", "nn", "--dtype", "bfloat16"]) == 0
+    assert len(asked) == n and {(a[1], a[2], a[3]) for a in asked} == {("bfloat16", "nn", None)}
+    assert main(["gemm", "build-cutlass", "--layouts", "tn"]) == 2
+    assert main(["gemm", "build-cutlass", "--jobs", "0"]) == 2
 
 
 def test_records_of_another_gpu_do_not_count_as_tuned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -636,6 +709,7 @@ def test_tuning_stops_before_it_starts_when_a_part_it_was_asked_for_cannot_run(m
 def test_shipped_tables_name_only_choices_that_exist() -> None:
     from importlib import resources
 
+    from warpforge.gemm import cutlass_sm90
     from warpforge.gemm.cuda_mma import MmaConfig
 
     tables = [p for p in (resources.files("warpforge.gemm") / "tables").iterdir() if p.name.endswith(".json")]
@@ -653,8 +727,14 @@ def test_shipped_tables_name_only_choices_that_exist() -> None:
             elif choice.startswith("cublaslt:"):
                 index, changed = cublaslt.parse_cublaslt(choice)  # a reconfiguration is named within what parses
                 assert index >= 0 and set(changed) <= {"split_k", "cta_swizzling"}
+            elif choice.startswith("cutlass_"):
+                cutlass_sm90.parse_choice(choice)
             else:
                 assert choice in ("torch", "torch_padded"), choice
+        for key, fallback in table.fallbacks.items():  # a baseline, where the choice is one of our kernels
+            assert fallback.startswith(("cublaslt:", "torch_padded")) and not table.entries[key].startswith(
+                ("cublaslt:", "torch")), (key, fallback)
+            cublaslt.parse_cublaslt(fallback) if fallback.startswith("cublaslt:") else None
 
 
 def test_jsonl_append_survives_a_torn_last_line(tmp_path: Path) -> None:

@@ -304,10 +304,14 @@ def test_the_tuner_and_dispatcher_know_the_family(monkeypatch: pytest.MonkeyPatc
     # the CPU has no Hopper: asking for the family adds nothing there
     settings = tune.TuneSettings(families=("cutlass",))
     assert tune.our_choices(GemmShape(4096, 4096, 4096), "nn", "cpu", settings) == []
-    # a nearest-shape lookup transfers a CUTLASS choice like our other kernels
+    # a nearest-shape lookup does not hand a CUTLASS choice on (dispatch.TRANSFERRED); tuning on first
+    # use times it, and the tuner takes it by name beside the families it was asked for
     table = dispatch.Table({"gpu": "g", "entries": [{"M": 4096, "N": 4096, "K": 4096, "dtype": "float16",
                                                      "layout": "nn", "choice": "cutlass_128x256x64_c2x1_coop"}]})
-    assert table.lookup("float16", "nn", 3000, 4096, 4096) == ("cutlass_128x256x64_c2x1_coop", "nearest")
+    assert table.lookup("float16", "nn", 3000, 4096, 4096) == ("torch", "default")
+    assert table.nearest("float16", "nn", 3000, 4096, 4096) == "cutlass_128x256x64_c2x1_coop"
+    named = tune.TuneSettings(families=(), kernels=("cutlass_128x256x64_c2x1_coop",))
+    assert tune.our_choices(GemmShape(3000, 4096, 4096), "nn", "cpu", named) == ["cutlass_128x256x64_c2x1_coop"]
     with pytest.raises(UsageError, match="not a CUTLASS config name"):
         choices.make_choice("cutlass_nonsense", "nn", torch.zeros(8, 8), torch.zeros(8, 8))
 

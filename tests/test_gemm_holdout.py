@@ -40,3 +40,16 @@ def test_the_regression_and_the_votes_pick_from_other_shapes_only() -> None:
     unscreened = dict(big, times={"torch": 1.0, "triton_tiled:B": 1.1})
     assert h.pick("model", unscreened, grid) == "torch"
     assert math.isclose(h.distance((64, 64, 64), (128, 64, 64)), math.log(2))
+
+
+def test_the_dispatcher_rule_hands_on_what_the_dispatcher_does() -> None:
+    """`dispatcher` mirrors dispatch.TRANSFERRED (no CUTLASS since 2026-11-27); `dispatcher+cutlass`
+    is the rule before it. Both look at the nearest shape within 2x only."""
+    h = _module()
+    near = dict(_shape(1024, 1024, 1024), choice="cutlass_128x128x64_c1x1_coop")
+    far = dict(_shape(4096, 4096, 4096), choice="triton_tiled:A")
+    target = dict(_shape(1536, 1024, 1024), times={"torch": 1.0, "cutlass_128x128x64_c1x1_coop": 0.9})
+    assert h.pick("dispatcher", target, [near, far]) == "torch"
+    assert h.pick("dispatcher+cutlass", target, [near, far]) == "cutlass_128x128x64_c1x1_coop"
+    assert h.pick("dispatcher", target, [dict(near, choice="triton_tiled:B"), far]) == "triton_tiled:B"
+    assert h.pick("dispatcher", target, [far]) == "torch"  # over 2x away in M, N and K

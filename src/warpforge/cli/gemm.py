@@ -1,4 +1,4 @@
-"""`warpforge gemm shapes|tune|bench|table|plot`: the per-shape GEMM track from the command line."""
+"""`warpforge gemm shapes|tune|bench|table|plot|task|build-cutlass`: the per-shape GEMM track from the command line."""
 
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ def add_gemm_parser(sub: Any) -> None:
                    help="cuBLASLt autotuning also times the first N algorithms reconfigured (split-K, CTA swizzling); 0: none")
     b.add_argument("--table", help="a table.json to dispatch with (sets WARPFORGE_GEMM_TABLE)")
     b.add_argument("--online", action="store_true",
-                   help="tune shapes the table has not measured on first use, torch.matmul and cuBLASLt only "
+                   help="tune shapes the table has not measured on first use: torch.matmul, cuBLASLt and the nearest "
+                        "measured shape's kernel "
                         "(sets WARPFORGE_GEMM_ONLINE=1; about a second per shape; results file *_online_*)")
     b.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
 
@@ -71,6 +72,14 @@ def add_gemm_parser(sub: Any) -> None:
     tb.add_argument("records", nargs="+", help="tune.jsonl files; where a shape is in several, the last file's record wins")
     tb.add_argument("--out", required=True, help="table.json to write")
     tb.add_argument("--gpu", help="GPU name to take records of (default: the only one in the files)")
+
+    cb = gs.add_parser("build-cutlass", help="build the CUTLASS sm90 libraries that CUTLASS choices run from "
+                                             "(about a minute of nvcc each, once; needs nvcc and the [gemm] extra)")
+    cb.add_argument("--layouts", default="nn,nt", help="comma-separated: nn (b is K x N), nt (b is the N x K weight)")
+    cb.add_argument("--dtype", choices=["float16", "bfloat16"], default="float16")
+    cb.add_argument("--jobs", type=int, help="nvcc processes at a time (default: one per CPU core)")
+    cb.add_argument("--out", help="folder for the libraries (default: the cache, where the dispatcher looks; another "
+                                  "folder is for carrying to a GPU machine, named there in WARPFORGE_CUTLASS_LIB_DIR)")
 
     p = gs.add_parser("plot", help="heat maps, histograms and tables of benchmark results (static HTML + summary.md)")
     p.add_argument("results", nargs="+", help="gemm_*.json files written by `warpforge gemm bench`")
@@ -131,7 +140,7 @@ def _progress() -> Any:
 
 def cmd_gemm(args: argparse.Namespace) -> int:
     return {"shapes": _cmd_shapes, "tune": _cmd_tune, "bench": _cmd_bench, "table": _cmd_table,
-            "plot": _cmd_plot, "task": _cmd_task}[args.gemm_command](args)
+            "plot": _cmd_plot, "task": _cmd_task, "build-cutlass": _cmd_build_cutlass}[args.gemm_command](args)
 
 
 def _cmd_task(args: argparse.Namespace) -> int:
@@ -370,6 +379,37 @@ def _cmd_table(args: argparse.Namespace) -> int:
     Path(args.out).write_text(json.dumps(table, indent=1))
     print(f"{len(table['entries'])} shapes for {gpu} -> {args.out}", file=sys.stderr)
     return 0
+
+
+def _cmd_build_cutlass(args: argparse.Namespace) -> int:
+    from warpforge.gemm import cutlass_build, cutlass_sm90
+    from warpforge.gemm.layout import LAYOUTS
+
+    layouts = [x.strip() for x in args.layouts.split(",") if x.strip()]
+    if not layouts or any(x not in LAYOUTS for x in layouts):
+        raise UsageError(f"--layouts {args.layouts!r}: a comma-separated list of {', '.join(LAYOUTS)}")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: at least 1")
+    cutlass_build.include_dir()  # the headers first: a clear error, not one per library
+    instances = [(cfg, args.dtype, lay) for lay in layouts for cfg in cutlass_sm90.configs()]
+    out = Path(args.out) if args.out else None
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with _progress() as bar:
+        task = bar.add_task("build", total=len(instances), last="")
+
+        def step(b: Any) -> None:
+            bar.update(task, advance=1, last=f"{b.cfg.name} {b.layout}: {'failed' if b.error else f'{b.seconds:.0f} s'}")
+
+        built = cutlass_build.build_all(instances, jobs=args.jobs, out_dir=out, on_built=step)
+    failed = [b for b in built if b.error]
+    where = out or cutlass_build.cache_dir()
+    print(f"{len(built) - len(failed)} of {len(built)} CUTLASS libraries ready in {where} "
+          f"({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+    for b in failed:
+        print(f"  {b.cfg.name} {b.dtype} {b.layout}: {b.error.splitlines()[0] if b.error else ''}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:

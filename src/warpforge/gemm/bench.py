@@ -200,8 +200,9 @@ def bench(shapes: list[GemmShape], set_name: str, layout: str, device: str, out_
                        "statistic": "median device time between CUDA events", "data": "fresh normal random operands",
                        "budget": settings.final if mode == "offline" else settings.server,
                        "when_choice_is_torch": "warpforge_ms = torch_ms (the dispatcher runs the same kernel)",
-                       "unmeasured_shapes": ("tuned on first use with torch.matmul and cuBLASLt (WARPFORGE_GEMM_ONLINE)"
-                                             if online else "the nearest tuned shape's kernel within 2x, else torch.matmul")},
+                       "unmeasured_shapes": ("tuned on first use with torch.matmul, cuBLASLt and the nearest tuned "
+                                             "shape's kernel (WARPFORGE_GEMM_ONLINE)" if online else
+                                             "the nearest tuned shape's Triton or mma kernel within 2x, else torch.matmul")},
             "shapes": []}
     done = {(r["M"], r["N"], r["K"], r["dtype"]) for r in docs[settings.modes[0]]["shapes"]}
     rng = random.Random(settings.seed)

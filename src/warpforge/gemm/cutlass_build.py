@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,10 +188,11 @@ def build(cfg: CutlassConfig, dtype: str, layout: str, out_dir: Path | None = No
 
 
 def build_all(instances: Iterable[tuple[CutlassConfig, str, str]], jobs: int | None = None,
-              out_dir: Path | None = None) -> list[Built]:
+              out_dir: Path | None = None, on_built: Callable[[Built], None] | None = None) -> list[Built]:
     """Build many (config, dtype, layout) instances, `jobs` nvcc processes at a time (default: one
     per CPU core); failures are returned, not raised. With `out_dir` the libraries go there, e.g.
-    a folder to carry to an offline GPU machine and name in $WARPFORGE_CUTLASS_LIB_DIR."""
+    a folder to carry to an offline GPU machine and name in $WARPFORGE_CUTLASS_LIB_DIR. `on_built`
+    hears of each instance as it finishes (a progress bar)."""
 
     def one(instance: tuple[CutlassConfig, str, str]) -> Built:
         started = time.perf_counter()
@@ -200,7 +201,10 @@ def build_all(instances: Iterable[tuple[CutlassConfig, str, str]], jobs: int | N
             error = None
         except UsageError as exc:
             path, error = None, str(exc)
-        return Built(*instance, path, error, round(time.perf_counter() - started, 1))
+        built = Built(*instance, path, error, round(time.perf_counter() - started, 1))
+        if on_built:
+            on_built(built)
+        return built
 
     todo = list(dict.fromkeys(instances))
     with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:

@@ -7,16 +7,17 @@ WARPFORGE_GEMM_TABLE, the user's cache (~/.cache/warpforge/gemm/<gpu-slug>/table
 shipped table. A table made on another GPU model is never used.
 
 Shapes the table has not measured take the nearest measured bucket (same dtype, layout and
-alignment, each of M, N, K within 2x, nearest in log space) when its choice is one of our
-kernels or padding — those are general; a cuBLASLt algorithm index is specific to its problem, so
-it does not transfer — and fall back to torch.matmul otherwise. Since the tuner keeps a kernel
-only when it beat every baseline beyond noise, a measured shape is never sent to something
+alignment, each of M, N, K within 2x, nearest in log space) when its choice is a Triton or mma
+kernel, padding or a file (TRANSFERRED), and fall back to torch.matmul otherwise: a cuBLASLt
+algorithm index is specific to its problem, and a CUTLASS configuration measured slower than
+torch.matmul on most held-out shapes it was handed (see TRANSFERRED). Since the tuner keeps a
+kernel only when it beat every baseline beyond noise, a measured shape is never sent to something
 slower than torch.matmul.
 
-With WARPFORGE_GEMM_ONLINE=1 (`gemm bench --online`), a shape that would fall back to
-torch.matmul this way is tuned on first use instead, with torch.matmul and cuBLASLt's algorithms
-only: the heuristic's list and its first two reconfigured (split-K, swizzle), timed by the tuner
-on operands of its own, about a second once per shape and GPU model. The record is appended to
+With WARPFORGE_GEMM_ONLINE=1 (`gemm bench --online`), an unmeasured shape is tuned on first use
+instead, among torch.matmul, cuBLASLt's algorithms (the heuristic's list and its first two
+reconfigured: split-K, swizzle) and the nearest measured bucket's kernel of any of our families,
+timed by the tuner on operands of its own, about a second once per shape and GPU model. The record is appended to
 `<cache>/online/tune.jsonl`, which later processes read back. This is the cheap per-shape
 re-resolution of cuBLASLt choices: the heuristic's ranking does not transfer from one shape to
 the next (docs/gemm.md), so it is measured on the shape itself.
@@ -53,6 +54,15 @@ def cache_dir(gpu: str) -> Path:
     return root / "gemm" / gpu_slug(gpu)
 
 
+TRANSFERRED = ("triton_", "mma_", "torch_padded", "file:")
+"""The choices an unmeasured shape takes from the nearest measured one. Not cuBLASLt's (an algorithm
+index names the i-th algorithm of one problem's heuristic list) and not CUTLASS's: on the 96
+held-out shapes of 2026-11-27 the 9 CUTLASS choices handed on this way read 0.94x over
+torch.matmul (4 below 0.99x, the worst 0.73x; docs/gemm.md), where the one Triton choice read 1.07x.
+Tuning on first use (ONLINE) times the nearest shape's kernel of any family on the shape itself."""
+TIMED_ONLINE = ("triton_", "mma_", "cutlass_")  # the nearest shape's kernels that tuning on first use tries
+
+
 class Table:
     def __init__(self, data: dict[str, Any], path: str = "") -> None:
         if not isinstance(data, dict) or "gpu" not in data or not isinstance(data.get("entries"), list):
@@ -60,8 +70,12 @@ class Table:
         self.gpu: str = data["gpu"]
         self.path = path
         self.entries: dict[tuple[str, str, int, int, int], str] = {}
+        self.fallbacks: dict[tuple[str, str, int, int, int], str] = {}  # what runs where the choice cannot
         for e in data["entries"]:
-            self.entries[(e["dtype"], e["layout"], int(e["M"]), int(e["N"]), int(e["K"]))] = e["choice"]
+            key = (e["dtype"], e["layout"], int(e["M"]), int(e["N"]), int(e["K"]))
+            self.entries[key] = e["choice"]
+            if e.get("fallback"):
+                self.fallbacks[key] = e["fallback"]
 
     @classmethod
     def load(cls, path: str | Path) -> Table:
@@ -78,6 +92,14 @@ class Table:
         exact = self.entries.get((dtype, layout, M, N, K))
         if exact is not None:
             return exact, "measured"
+        near = self.nearest(dtype, layout, M, N, K)
+        if near is not None and near.startswith(TRANSFERRED):
+            return near, "nearest"
+        return "torch", "default"
+
+    def nearest(self, dtype: str, layout: str, M: int, N: int, K: int) -> str | None:
+        """The choice of the nearest measured shape of the same dtype, layout and alignment with each of
+        M, N, K within 2x (nearest in log space), of whatever kind; None when there is none."""
         aligned = N % 8 == 0 and K % 8 == 0
         best, best_d = None, math.inf
         for (d, lay, m, n, k), choice in self.entries.items():
@@ -89,9 +111,7 @@ class Table:
             dist = sum(math.log(r) ** 2 for r in ratios)
             if dist < best_d:
                 best, best_d = choice, dist
-        if best is not None and (best.startswith(("triton_", "mma_", "cutlass_", "file:")) or best == "torch_padded"):
-            return best, "nearest"
-        return "torch", "default"
+        return best
 
 
 _lock = threading.Lock()
@@ -150,10 +170,12 @@ def online_records(gpu: str) -> Path:
     return cache_dir(gpu) / "online" / "tune.jsonl"
 
 
-def online_choice(device: torch.device, dtype: str, layout: str, M: int, N: int, K: int) -> str | None:
-    """With WARPFORGE_GEMM_ONLINE=1: this shape's choice among torch.matmul and cuBLASLt's
-    algorithms, tuned now if no earlier process recorded it. None when off, or while a CUDA graph
-    is being captured (nothing may be timed then; the shape is tuned on a later call)."""
+def online_choice(device: torch.device, dtype: str, layout: str, M: int, N: int, K: int,
+                  neighbour: str | None = None) -> str | None:
+    """With WARPFORGE_GEMM_ONLINE=1: this shape's choice among torch.matmul, cuBLASLt's algorithms
+    and `neighbour` (the nearest measured shape's kernel, when it is one of TIMED_ONLINE), tuned now
+    if no earlier process recorded it. None when off, or while a CUDA graph is being captured
+    (nothing may be timed then; the shape is tuned on a later call)."""
     if os.environ.get(ONLINE, "") in ("", "0") or torch.cuda.is_current_stream_capturing():
         return None
     from warpforge.gemm import tune  # the tuner: only when asked
@@ -168,8 +190,9 @@ def online_choice(device: torch.device, dtype: str, layout: str, M: int, N: int,
         if key not in known:
             try:
                 with torch.cuda.device(device):
+                    extra = (neighbour,) if neighbour and neighbour.startswith(TIMED_ONLINE) else ()
                     record = tune.tune_shape(GemmShape(M, N, K, dtype, source="online"), layout, "cuda",
-                                             tune.TuneSettings(families=()))
+                                             tune.TuneSettings(families=(), kernels=extra))
             except (RuntimeError, UsageError):  # e.g. out of memory for the tuner's own operands: not again
                 known[key] = "torch"
             else:
@@ -188,45 +211,96 @@ def _layout_of(b: torch.Tensor) -> tuple[str, torch.Tensor] | None:
 
 
 def choose(a: torch.Tensor, b: torch.Tensor) -> tuple[str, str]:
-    """What matmul(a, b) would run for these operands: (choice, reason)."""
+    """What matmul(a, b) would ask for with these operands: (choice, reason)."""
+    choice, how, _ = _choose(a, b)
+    return choice, how
+
+
+def _choose(a: torch.Tensor, b: torch.Tensor) -> tuple[str, str, str | None]:
+    """(choice, reason, the table's fallback for it)."""
     if a.device.type != "cuda" or a.dtype not in _DTYPES or b.dtype != a.dtype or a.dim() < 2 or b.dim() != 2:
-        return "torch", "unsupported input (needs CUDA fp16/bf16, b 2-D)"
+        return "torch", "unsupported input (needs CUDA fp16/bf16, b 2-D)", None
     lay = _layout_of(b)
     if lay is None or not a.is_contiguous():
-        return "torch", "unsupported layout"
+        return "torch", "unsupported layout", None
     table = table_for(a.device)
     M = a.numel() // a.shape[-1]
     K, N = b.shape
-    choice, how = table.lookup(_DTYPES[a.dtype], lay[0], M, N, K) if table else ("torch", "no table for this GPU")
-    if choice == "torch" and how != "measured":
-        online = online_choice(a.device, _DTYPES[a.dtype], lay[0], M, N, K)
-        if online is not None:
-            return online, "online"
-    return choice, how
+    dtype, layout = _DTYPES[a.dtype], lay[0]
+    if table is None:
+        choice, how = "torch", "no table for this GPU"
+    else:
+        choice, how = table.lookup(dtype, layout, M, N, K)
+        if how == "measured":
+            return choice, how, table.fallbacks.get((dtype, layout, M, N, K))
+    neighbour = table.nearest(dtype, layout, M, N, K) if table else None
+    if neighbour and neighbour.startswith("cutlass_") and not cutlass_ready(neighbour, dtype, layout):
+        neighbour = None
+    online = online_choice(a.device, dtype, layout, M, N, K, neighbour)
+    if online is not None:
+        return online, "online", None
+    return choice, how, None
+
+
+CUTLASS_BUILD = "WARPFORGE_CUTLASS_BUILD"  # 1: a CUTLASS choice whose library is not built is built on first use
+
+
+def cutlass_ready(choice: str, dtype: str, layout: str) -> bool:
+    """Whether a CUTLASS choice can run without a build: its library is carried ($WARPFORGE_CUTLASS_LIB_DIR)
+    or in the cache (`warpforge gemm build-cutlass`). A build is a minute of nvcc per configuration,
+    which a matmul call does not start unasked: only with WARPFORGE_CUTLASS_BUILD=1."""
+    if os.environ.get(CUTLASS_BUILD, "") not in ("", "0"):
+        return True
+    from warpforge.gemm import cutlass_build, cutlass_sm90
+
+    try:
+        return cutlass_build.find_built(cutlass_sm90.parse_choice(choice)[0], dtype, layout) is not None
+    except UsageError:  # not a CUTLASS choice, or a dtype it has no instance of
+        return False
+
+
+def _build(choice: str, fallback: str | None, layout: str, a: torch.Tensor, w: torch.Tensor
+           ) -> tuple[str, choices.GemmFn] | None:
+    """(what runs, its function): the choice, else the table's fallback for it (the fastest baseline
+    measured there), else torch.matmul. A choice that cannot be made here is passed over: a CUTLASS
+    library not built (cutlass_ready), a cuBLASLt reconfiguration this cuBLASLt or the workspace cap
+    refuses, a candidate file gone. None while a CUDA graph is being captured and a cuBLASLt
+    algorithm would be made: no plan is made then, and torch.matmul runs this once."""
+    dtype = _DTYPES.get(a.dtype, str(a.dtype))
+    for name in (choice, fallback):
+        if not name or name == "torch":
+            break
+        if name.startswith("cublaslt:") and torch.cuda.is_current_stream_capturing():
+            return None
+        if name.startswith("cutlass_") and not cutlass_ready(name, dtype, layout):
+            continue
+        try:
+            return name, choices.make_choice(name, layout, a, w)
+        except UsageError:
+            continue
+    return "torch", choices.torch_choice(layout)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a @ b for a (..., K) and b (K, N), with the fastest measured kernel for this shape on this GPU."""
-    choice, _ = choose(a, b)
+    choice, _, fallback = _choose(a, b)
     lay = _layout_of(b)
     if choice == "torch" or lay is None:
         return torch.matmul(a, b)
     layout, w = lay
     a2 = a.reshape(-1, a.shape[-1])
-    if choice.startswith("cublaslt:") and torch.cuda.is_current_stream_capturing():
-        return torch.matmul(a, b)
     key = (a.device, a.dtype, layout, a2.shape[0], b.shape[1], b.shape[0], choice)
     hit = _fns.get(key)
     if hit is None:
         with _lock:
             hit = _fns.get(key)
             if hit is None:
-                try:
-                    fn = choices.make_choice(choice, layout, a2, w)
-                except UsageError:  # e.g. a cuBLASLt reconfiguration refused here (its workspace, this cuBLASLt)
-                    fn = choices.torch_choice(layout)
-                    choice = "torch"
-                hit = _fns[key] = (choice, fn)
+                hit = _build(choice, fallback, layout, a2, w)
+                if hit is None:
+                    return torch.matmul(a, b)
+                _fns[key] = hit
+    if hit[0].startswith("cublaslt:") and torch.cuda.is_current_stream_capturing():
+        return torch.matmul(a, b)  # cuBLASLt is skipped under capture (see the module's docstring)
     out = hit[1](a2, w)
     return out.reshape(*a.shape[:-1], b.shape[1])
 

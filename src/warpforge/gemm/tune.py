@@ -62,6 +62,9 @@ class TuneSettings:
     families: tuple[str, ...] = OURS
     candidates: tuple[str, ...] = ()
     """candidate kernel files (file:<path> choices) tried on every shape, e.g. an optimisation loop's best"""
+    kernels: tuple[str, ...] = ()
+    """our kernels by choice name, tried on every shape beside the families' (the dispatcher's tuning
+    on first use: the nearest measured shape's kernel)"""
     cublaslt: bool = True
     lt_variants: int = 2
     """reconfigure the heuristic's first N cuBLASLt algorithms too (split-K, CTA swizzling; 0: none)"""
@@ -148,7 +151,8 @@ class ShapeBench:
 
 
 def our_choices(shape: GemmShape, layout: str, device: str, settings: TuneSettings) -> list[str]:
-    """Our kernels for this shape: at most `max_configs` Triton and a third as many mma configurations."""
+    """Our kernels for this shape: at most `max_configs` Triton and a third as many mma configurations,
+    CUTLASS's when asked for, then `settings.kernels` and the candidate files."""
     names: list[str] = []
     if "triton" in settings.families:
         from warpforge.gemm import triton_gemm
@@ -169,6 +173,7 @@ def our_choices(shape: GemmShape, layout: str, device: str, settings: TuneSettin
         # not cut to a third like mma: this is the Hopper-native family, and at most 20 configs
         sms = triton_gemm.num_sms(torch.device(device))
         names += [c.name for c in cutlass_sm90.candidate_configs(shape, layout, sms)][: settings.max_configs]
+    names += [n for n in settings.kernels if n not in names]
     return names + [f"file:{Path(p).resolve()}" for p in settings.candidates]
 
 
@@ -372,7 +377,8 @@ def release_memory(device: str) -> None:
 
 
 def build_table(records: list[dict[str, Any]], gpu: str) -> dict[str, Any]:
-    """The dispatcher's table: one entry per measured (dtype, layout, M, N, K), newest record wins.
+    """The dispatcher's table: one entry per measured (dtype, layout, M, N, K), newest record wins;
+    an entry whose choice is one of our kernels names the fastest baseline as its `fallback`.
     Its `torch` is the version(s) the records were measured with (not the builder's; records
     written before they carried one leave it out)."""
     entries: dict[tuple[int, int, int, str, str], dict[str, Any]] = {}
@@ -385,6 +391,9 @@ def build_table(records: list[dict[str, Any]], gpu: str) -> dict[str, Any]:
         entries[record_key(r)] = {"M": r["M"], "N": r["N"], "K": r["K"], "dtype": r["dtype"], "layout": r["layout"],
                                   "choice": r["choice"], "choice_ms": r["choice_ms"],
                                   "torch_ms": r["baselines"]["torch"]["ms"]}
+        if _is_ours(r["choice"]) and r.get("best_baseline") not in (None, "torch"):
+            # what runs where our kernel cannot (a CUTLASS library not built here, a file gone)
+            entries[record_key(r)]["fallback"] = r["best_baseline"]
         if r["choice"].startswith("cublaslt:"):
             algos = r.get("cublaslt_algorithms") or []
             index, changed = cublaslt.parse_cublaslt(r["choice"])
