@@ -53,9 +53,11 @@ def test_the_held_out_shapes_are_off_the_grid_aligned_and_as_committed(tmp_path:
     spec.loader.exec_module(held)
     from warpforge.gemm.shapes import CUDAL2_DIMS, load_shapes
 
-    committed = [(s.M, s.N, s.K) for s in load_shapes(ROOT / "benchmarks" / "gemm_heldout_cudal2.csv")]
-    assert committed == held.draw(len(committed)) and len(committed) == len(set(committed)) == 96
-    for dims in committed:
+    first = [(s.M, s.N, s.K) for s in load_shapes(ROOT / "benchmarks" / "gemm_heldout_cudal2.csv")]
+    second = [(s.M, s.N, s.K) for s in load_shapes(ROOT / "benchmarks" / "gemm_heldout2_cudal2.csv")]
+    assert first == held.draw(len(first)) and len(first) == len(set(first)) == 96
+    assert second == held.draw(96, seed=24) and len(set(second)) == 96 and not set(first) & set(second)
+    for dims in first + second:
         assert all(d % 64 == 0 and 64 <= d <= 16384 for d in dims), dims
         assert not all(d in CUDAL2_DIMS for d in dims), dims
     assert held.draw(5, seed=1) != held.draw(5, seed=2)
