@@ -285,6 +285,13 @@ def test_table_lookup_exact_nearest_and_fallback() -> None:
     assert table.nearest("float16", "nn", 448, 2368, 3968) == "cutlass_64x128x64_c1x1_pingpong"
     assert table.nearest("float16", "nn", 1000, 1024, 1024) == "cublaslt:1"
     assert table.nearest("float16", "nn", 64, 40000, 4096) is None
+    scans: list[tuple[int, ...]] = []  # a lookup is on every matmul call: each shape scans the table once
+    scan = table._scan
+    table._scan = lambda *key: scans.append(key[2:]) or scan(*key)  # type: ignore[method-assign]
+    for _ in range(3):
+        table.lookup("float16", "nn", 48, 4096, 3072)
+        table.nearest("float16", "nn", 47, 4096, 3072)
+    assert scans == [(47, 4096, 3072)]  # (48, ...) was scanned above, before the count
     assert tune.build_table(_records(), "GPU X")["entries"][0]["M"] == 64
     # an entry of our kernel names the fastest baseline where it was measured, to run where it cannot
     with_base = [dict(r, best_baseline="cublaslt:1" if r["M"] == 512 else "torch") for r in _records()]

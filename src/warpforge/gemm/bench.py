@@ -187,7 +187,7 @@ def bench(shapes: list[GemmShape], set_name: str, layout: str, device: str, out_
     """Benchmark `shapes`, writing one results file per mode after every shape; returns the paths."""
     gpu = device_name(device)
     date = time.strftime("%Y-%m-%d")
-    online = os.environ.get(dispatch.ONLINE, "") not in ("", "0")
+    online = dispatch.online_enabled()
     paths = {m: results_path(out_dir, gpu, set_name, m, date, online) for m in settings.modes}
     table = dispatch.table_for(torch.device(device)) if device == "cuda" else None
     docs: dict[str, dict[str, Any]] = {}

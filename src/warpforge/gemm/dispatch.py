@@ -71,6 +71,7 @@ class Table:
         self.path = path
         self.entries: dict[tuple[str, str, int, int, int], str] = {}
         self.fallbacks: dict[tuple[str, str, int, int, int], str] = {}  # what runs where the choice cannot
+        self._nearest: dict[tuple[str, str, int, int, int], str | None] = {}  # a scan of every entry, once a shape
         for e in data["entries"]:
             key = (e["dtype"], e["layout"], int(e["M"]), int(e["N"]), int(e["K"]))
             self.entries[key] = e["choice"]
@@ -100,6 +101,12 @@ class Table:
     def nearest(self, dtype: str, layout: str, M: int, N: int, K: int) -> str | None:
         """The choice of the nearest measured shape of the same dtype, layout and alignment with each of
         M, N, K within 2x (nearest in log space), of whatever kind; None when there is none."""
+        key = (dtype, layout, M, N, K)
+        if key not in self._nearest:
+            self._nearest[key] = self._scan(dtype, layout, M, N, K)
+        return self._nearest[key]
+
+    def _scan(self, dtype: str, layout: str, M: int, N: int, K: int) -> str | None:
         aligned = N % 8 == 0 and K % 8 == 0
         best, best_d = None, math.inf
         for (d, lay, m, n, k), choice in self.entries.items():
@@ -170,13 +177,17 @@ def online_records(gpu: str) -> Path:
     return cache_dir(gpu) / "online" / "tune.jsonl"
 
 
+def online_enabled() -> bool:
+    return os.environ.get(ONLINE, "") not in ("", "0")
+
+
 def online_choice(device: torch.device, dtype: str, layout: str, M: int, N: int, K: int,
                   neighbour: str | None = None) -> str | None:
     """With WARPFORGE_GEMM_ONLINE=1: this shape's choice among torch.matmul, cuBLASLt's algorithms
     and `neighbour` (the nearest measured shape's kernel, when it is one of TIMED_ONLINE), tuned now
     if no earlier process recorded it. None when off, or while a CUDA graph is being captured
     (nothing may be timed then; the shape is tuned on a later call)."""
-    if os.environ.get(ONLINE, "") in ("", "0") or torch.cuda.is_current_stream_capturing():
+    if not online_enabled() or torch.cuda.is_current_stream_capturing():
         return None
     from warpforge.gemm import tune  # the tuner: only when asked
 
@@ -233,12 +244,13 @@ def _choose(a: torch.Tensor, b: torch.Tensor) -> tuple[str, str, str | None]:
         choice, how = table.lookup(dtype, layout, M, N, K)
         if how == "measured":
             return choice, how, table.fallbacks.get((dtype, layout, M, N, K))
-    neighbour = table.nearest(dtype, layout, M, N, K) if table else None
-    if neighbour and neighbour.startswith("cutlass_") and not cutlass_ready(neighbour, dtype, layout):
-        neighbour = None
-    online = online_choice(a.device, dtype, layout, M, N, K, neighbour)
-    if online is not None:
-        return online, "online", None
+    if online_enabled():
+        neighbour = table.nearest(dtype, layout, M, N, K) if table else None
+        if neighbour and neighbour.startswith("cutlass_") and not cutlass_ready(neighbour, dtype, layout):
+            neighbour = None
+        online = online_choice(a.device, dtype, layout, M, N, K, neighbour)
+        if online is not None:
+            return online, "online", None
     return choice, how, None
 
 
