@@ -174,3 +174,36 @@ def test_online_tuning_serves_an_unmeasured_shape(tmp_path: Path, monkeypatch: p
         assert len(dispatch.online_records(torch.cuda.get_device_name()).read_text().splitlines()) == 1
     finally:
         dispatch.reset()
+
+
+def test_online_tuning_times_the_nearest_shapes_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unmeasured shape whose nearest measured one chose a Triton kernel: without online tuning the
+    kernel is handed on; with it, the kernel is screened on the shape beside torch.matmul and cuBLASLt,
+    and what wins computes the right product."""
+    pytest.importorskip("nvmath")
+    from warpforge.gemm import triton_gemm
+
+    shape = GemmShape(384, 768, 1152)
+    name = triton_gemm.candidate_configs(shape, "nt", triton_gemm.num_sms(torch.device("cuda")))[0].name
+    gpu = torch.cuda.get_device_name()
+    (tmp_path / "t.json").write_text(json.dumps({"gpu": gpu, "entries": [
+        {"M": 512, "N": 768, "K": 1024, "dtype": "float16", "layout": "nt", "choice": name}]}))
+    monkeypatch.setenv("WARPFORGE_CACHE", str(tmp_path))
+    monkeypatch.setenv("WARPFORGE_GEMM_TABLE", str(tmp_path / "t.json"))
+    monkeypatch.delenv(dispatch.ONLINE, raising=False)
+    a = torch.randn(384, 1152, device="cuda", dtype=torch.float16)
+    w = torch.randn(768, 1152, device="cuda", dtype=torch.float16)
+    dispatch.reset()
+    try:
+        assert dispatch.choose(a, w.t()) == (name, "nearest")
+        monkeypatch.setenv(dispatch.ONLINE, "1")
+        dispatch.reset()
+        choice, how = dispatch.choose(a, w.t())
+        record = json.loads(dispatch.online_records(gpu).read_text().splitlines()[0])
+        screened = {c["name"]: c.get("status") for c in record["candidates"]}
+        assert how == "online" and screened.get(name) == "ok" and record["choice"] == choice
+        assert choice in (name, "torch") or choice.startswith("cublaslt:")
+        out = dispatch.matmul(a, w.t())
+        assert choices.rel_error(out, a.double() @ w.double().t()) < choices.tolerance("float16")
+    finally:
+        dispatch.reset()
