@@ -43,7 +43,7 @@ bench() {  # GPU LAYOUT ARGS...: one bench until the deadline, its log to R
 bench "$(gpu 0)" nn --shapes "$HELDOUT" --modes offline &
 bench "$(gpu 1)" nn --shapes cudal2 --sample "$SAMPLE" --modes offline &
 bench "$(gpu 2)" nt --shapes llm --sample "$SAMPLE" --modes offline,server &  # server: an inference service's calls
-{  # the held-out shapes again, unmeasured ones tuned on first use (torch and cuBLASLt); then the model kernels
+{  # the held-out shapes again, tuned on first use (torch, cuBLASLt, the nearest shape's kernel); then the model kernels
   bench "$(gpu 3)" nn --shapes "$HELDOUT" --modes offline --online
   if [ -d .campaign/gemm23/outbox/jobs ] && [ "$(left)" -gt 60 ]; then
     CUDA_VISIBLE_DEVICES=$(gpu 3) bash "$HERE/outbox_gpu.sh" "$R/outbox" .campaign/gemm23/outbox "$(left)" > "$R/outbox.log" 2>&1

@@ -6,11 +6,12 @@ to a multiple of 64, so the shapes are aligned like the grid's but fall between 
 shape with all three on grid values is drawn again. The seed is fixed, so the file is reproducible:
 
     python benchmarks/gemm_heldout_shapes.py --out benchmarks/gemm_heldout_cudal2.csv
-    python benchmarks/gemm_heldout_shapes.py --seed 24 --out benchmarks/gemm_heldout2_cudal2.csv
-
-The second draw (seed 24, session 22) is for the next measurement: the dispatcher's rule for
-unmeasured shapes was changed after reading the bench on the first.
     warpforge gemm bench --shapes benchmarks/gemm_heldout_cudal2.csv --table TABLE.json --modes offline
+
+A second draw (seed 24, session 22) is for the next measurement, since the dispatcher's rule for
+unmeasured shapes was changed after reading the bench on the first:
+
+    python benchmarks/gemm_heldout_shapes.py --seed 24 --out benchmarks/gemm_heldout2_cudal2.csv
 """
 
 from __future__ import annotations

@@ -741,7 +741,8 @@ def test_shipped_tables_name_only_choices_that_exist() -> None:
         for key, fallback in table.fallbacks.items():  # a baseline, where the choice is one of our kernels
             assert fallback.startswith(("cublaslt:", "torch_padded")) and not table.entries[key].startswith(
                 ("cublaslt:", "torch")), (key, fallback)
-            cublaslt.parse_cublaslt(fallback) if fallback.startswith("cublaslt:") else None
+            if fallback.startswith("cublaslt:"):
+                cublaslt.parse_cublaslt(fallback)
 
 
 def test_jsonl_append_survives_a_torn_last_line(tmp_path: Path) -> None:
