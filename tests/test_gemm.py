@@ -438,8 +438,10 @@ def test_a_choice_that_cannot_be_built_here_runs_its_fallback_or_torch(monkeypat
         assert made == ["file:/gone/kernel.py"]
         dispatch.forget_kernels()
         asked[0] = ("file:/gone/kernel.py", "torch_padded")
+        assert dispatch.choose(a, b) == ("file:/gone/kernel.py", "table")  # not run yet: what the table says
         dispatch.matmul(a, b)
         assert [hit[0] for hit in dispatch._fns.values()] == ["torch_padded"]
+        assert dispatch.choose(a, b) == ("torch_padded", "table; file:/gone/kernel.py cannot run here")  # what ran
         dispatch.forget_kernels()
         made.clear()
         asked[0] = ("cutlass_128x128x64_c1x1_coop", "torch_padded")  # not built: not even tried

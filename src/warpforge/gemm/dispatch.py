@@ -222,9 +222,18 @@ def _layout_of(b: torch.Tensor) -> tuple[str, torch.Tensor] | None:
 
 
 def choose(a: torch.Tensor, b: torch.Tensor) -> tuple[str, str]:
-    """What matmul(a, b) would ask for with these operands: (choice, reason)."""
+    """What matmul(a, b) runs with these operands: (choice, reason). Once matmul has run the shape,
+    a choice that could not be made here reads as what ran instead (its fallback or torch)."""
     choice, how, _ = _choose(a, b)
+    lay = _layout_of(b)
+    hit = _fns.get(_key(a, b, lay[0], choice)) if lay and choice != "torch" else None
+    if hit is not None and hit[0] != choice:
+        return hit[0], f"{how}; {choice} cannot run here"
     return choice, how
+
+
+def _key(a: torch.Tensor, b: torch.Tensor, layout: str, choice: str) -> tuple[Any, ...]:
+    return (a.device, a.dtype, layout, a.numel() // a.shape[-1], b.shape[1], b.shape[0], choice)
 
 
 def _choose(a: torch.Tensor, b: torch.Tensor) -> tuple[str, str, str | None]:
@@ -301,7 +310,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.matmul(a, b)
     layout, w = lay
     a2 = a.reshape(-1, a.shape[-1])
-    key = (a.device, a.dtype, layout, a2.shape[0], b.shape[1], b.shape[0], choice)
+    key = _key(a, b, layout, choice)
     hit = _fns.get(key)
     if hit is None:
         with _lock:
