@@ -1,3 +1,4 @@
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -5,6 +6,21 @@ import tempfile
 import pytest
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+
+
+@pytest.fixture
+def bench_script():
+    """load(name): benchmarks/<name>.py as a module (the benchmark scripts are not a package)."""
+
+    def load(name):
+        spec = importlib.util.spec_from_file_location(name, os.path.join(BENCHMARKS, f"{name}.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
 
 
 def pytest_configure(config):

@@ -31,7 +31,6 @@ EXPECTED = ["correct", "runtime_error", "rejected", "runtime_error"]
 CONFIG = EvalConfig(device="cpu", bench=False, trials=2, spare_workers=0)
 
 
-
 def _statuses(results: list[dict[str, Any]]) -> list[str]:
     return [r["status"] for r in results]
 
@@ -237,11 +236,11 @@ def test_worker_keeps_a_judge_per_recent_task_so_interleaved_jobs_reuse_them() -
         single.close()
 
 
-def test_the_throughput_corpus_is_100_distinct_candidates_the_policy_accepts(tmp_path: Path) -> None:
+def test_the_throughput_corpus_is_100_distinct_candidates_the_policy_accepts(tmp_path: Path, bench_script: Any) -> None:
     from warpforge.evaluate import needs_build
     from warpforge.evaluate.static import check_source
 
-    throughput = _throughput_module()
+    throughput = bench_script("throughput")
     items = throughput.corpus(tmp_path)
     sources = [Path(i["candidate"]).read_text() for i in items]
     assert len(set(sources)) == 100
@@ -274,18 +273,8 @@ def test_cpu_workers_share_the_cores_unless_the_user_set_threads(monkeypatch: py
             s.close()
 
 
-def _throughput_module() -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("throughput", Path(__file__).parents[1] / "benchmarks/throughput.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_throughput_summary_reads_gaps_stages_and_serial_rates_from_saved_runs(tmp_path: Path) -> None:
-    throughput = _throughput_module()
+def test_the_throughput_summary_reads_gaps_stages_and_serial_rates_from_saved_runs(tmp_path: Path, bench_script: Any) -> None:
+    throughput = bench_script("throughput")
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "pool.log").write_text(
         "100.0 pool 1/9 036_relu_triton.py correct 1.0\n108.0 pool 2/9 037_relu_triton.py correct 1.0\n"
@@ -310,8 +299,8 @@ def test_the_throughput_summary_reads_gaps_stages_and_serial_rates_from_saved_ru
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
 
 
-def test_a_throughput_run_stopped_by_a_time_limit_is_continued_not_repeated(tmp_path: Path) -> None:
-    throughput = _throughput_module()
+def test_a_throughput_run_stopped_by_a_time_limit_is_continued_not_repeated(tmp_path: Path, bench_script: Any) -> None:
+    throughput = bench_script("throughput")
     stream = tmp_path / "pool_results.jsonl"
     rows = [{"at_s": 40.0, "candidate": "/x/000_relu_cuda.py", "status": "correct", "candidate_ms": 1.0},
             {"at_s": 48.0, "candidate": "/x/001_relu_cuda.py", "status": "correct", "candidate_ms": 1.0},

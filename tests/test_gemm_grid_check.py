@@ -3,22 +3,11 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import subprocess
 import tarfile
 from pathlib import Path
 from typing import Any
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _module() -> Any:
-    spec = importlib.util.spec_from_file_location("gemm_grid_check", ROOT / "benchmarks" / "gemm_grid_check.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _record(m: int, *families: str) -> dict[str, Any]:
@@ -28,10 +17,10 @@ def _record(m: int, *families: str) -> dict[str, Any]:
     return {"M": m, "N": 64, "K": 64, "choice": "torch", "candidates": candidates}
 
 
-def test_a_checkout_missing_what_the_gpu_machine_needs_is_not_ready(tmp_path: Path) -> None:
+def test_a_checkout_missing_what_the_gpu_machine_needs_is_not_ready(tmp_path: Path, bench_script: Any) -> None:
     from warpforge.gemm import cutlass_build, cutlass_sm90
 
-    g = _module()
+    g = bench_script("gemm_grid_check")
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     (tmp_path / ".gemm_grid" / "cudal2").mkdir(parents=True)
     records = [_record(64, "triton", "cublaslt", "cutlass"), _record(128, "triton", "cublaslt")]

@@ -2,20 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 from typing import Any
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _module() -> Any:
-    spec = importlib.util.spec_from_file_location("gemm_holdout", ROOT / "benchmarks" / "gemm_holdout.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _shape(m: int, n: int, k: int) -> dict[str, Any]:
@@ -27,8 +15,8 @@ def _shape(m: int, n: int, k: int) -> dict[str, Any]:
             "torch": 1.0, "times": times, "best_portable": best, "best_portable+lt": best}
 
 
-def test_the_regression_and_the_votes_pick_from_other_shapes_only() -> None:
-    h = _module()
+def test_the_regression_and_the_votes_pick_from_other_shapes_only(bench_script: Any) -> None:
+    h = bench_script("gemm_holdout")
     grid = [_shape(m, n, k) for m in (64, 128, 256, 512, 1024, 2048, 4096, 8192) for n in (256, 1024, 4096)
             for k in (256, 2048)]
     big, small = _shape(3072, 2048, 1024), _shape(96, 2048, 1024)
@@ -42,10 +30,10 @@ def test_the_regression_and_the_votes_pick_from_other_shapes_only() -> None:
     assert math.isclose(h.distance((64, 64, 64), (128, 64, 64)), math.log(2))
 
 
-def test_the_dispatcher_rule_hands_on_what_the_dispatcher_does() -> None:
+def test_the_dispatcher_rule_hands_on_what_the_dispatcher_does(bench_script: Any) -> None:
     """`dispatcher` mirrors dispatch.TRANSFERRED (no CUTLASS since 2026-11-27); `dispatcher+cutlass`
     is the rule before it. Both look at the nearest shape within 2x only."""
-    h = _module()
+    h = bench_script("gemm_holdout")
     near = dict(_shape(1024, 1024, 1024), choice="cutlass_128x128x64_c1x1_coop")
     far = dict(_shape(4096, 4096, 4096), choice="triton_tiled:A")
     target = dict(_shape(1536, 1024, 1024), times={"torch": 1.0, "cutlass_128x128x64_c1x1_coop": 0.9})

@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _summary() -> Any:
-    spec = importlib.util.spec_from_file_location("gemm_tune_summary", ROOT / "benchmarks" / "gemm_tune_summary.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _record(torch_ms: float, choice: str, **family_ms: float) -> dict[str, Any]:
@@ -23,8 +14,8 @@ def _record(torch_ms: float, choice: str, **family_ms: float) -> dict[str, Any]:
     return {"baselines": {"torch": {"ms": torch_ms}}, "candidates": candidates, "choice": choice}
 
 
-def test_families_are_scored_per_shape_class() -> None:
-    s = _summary()
+def test_families_are_scored_per_shape_class(bench_script: Any) -> None:
+    s = bench_script("gemm_tune_summary")
     records = [
         # latency-bound: CUTLASS wins one of two; the failed configuration counts nowhere
         _record(0.008, "cutlass_64x128x64_c1x1_pingpong", cutlass_64x128x64_c1x1_pingpong=0.007, triton_tiled__a=0.009),
@@ -44,13 +35,10 @@ def test_families_are_scored_per_shape_class() -> None:
     assert "| under 10 µs (2) | cutlass | 2 | 1 | 1 |" in table
 
 
-def test_the_held_out_shapes_are_off_the_grid_aligned_and_as_committed(tmp_path: Path) -> None:
+def test_the_held_out_shapes_are_off_the_grid_aligned_and_as_committed(tmp_path: Path, bench_script: Any) -> None:
     """benchmarks/gemm_heldout_shapes.py: the committed file is what the fixed seed draws, every
     shape is a multiple of 64 within the grid's range, and none is a grid point."""
-    spec = importlib.util.spec_from_file_location("gemm_heldout_shapes", ROOT / "benchmarks" / "gemm_heldout_shapes.py")
-    assert spec and spec.loader
-    held = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(held)
+    held = bench_script("gemm_heldout_shapes")
     from warpforge.gemm.shapes import CUDAL2_DIMS, load_shapes
 
     first = [(s.M, s.N, s.K) for s in load_shapes(ROOT / "benchmarks" / "gemm_heldout_cudal2.csv")]

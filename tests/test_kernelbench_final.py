@@ -5,7 +5,6 @@ without a verified faster kernel with 1.00x on both sides, and counts pass@k and
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -17,18 +16,9 @@ from test_archive import proposal, result
 
 from warpforge.archive import Archive
 
-ROOT = Path(__file__).resolve().parents[1]
 
-
-def _final():
-    spec = importlib.util.spec_from_file_location("kernelbench_final", ROOT / "benchmarks" / "kernelbench_final.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_final_table_from_a_campaign_and_one_run(tmp_path: Path) -> None:
-    final = _final()
+def test_the_final_table_from_a_campaign_and_one_run(tmp_path: Path, bench_script: Any) -> None:
+    final = bench_script("kernelbench_final")
     kb, l1 = tmp_path / "KernelBench", tmp_path / "cudal1"
     for p in (kb / "level1" / "1_A.py", kb / "level1" / "2_B.py", l1 / "L1_1.py"):
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -92,11 +82,11 @@ def test_the_final_table_from_a_campaign_and_one_run(tmp_path: Path) -> None:
     assert ahead["faster_than_eager"] == 1 and math.isclose(ahead["geomean_ours"], math.sqrt(1.8))
 
 
-def test_pending_pairs_across_calls_and_a_best_that_changed(tmp_path: Path) -> None:
+def test_pending_pairs_across_calls_and_a_best_that_changed(tmp_path: Path, bench_script: Any) -> None:
     """`pending` leaves out the pairs with a result in FINAL/results/ (a device call cut by its limit
     brought back some); a best that changed after a partial run is a new pair, and the table never
     takes the old best's result for it."""
-    final = _final()
+    final = bench_script("kernelbench_final")
     kb = tmp_path / "KernelBench"
     for name in ("1_A", "2_B"):
         (kb / "level1").mkdir(parents=True, exist_ok=True)
@@ -181,8 +171,8 @@ def test_pending_pairs_across_calls_and_a_best_that_changed(tmp_path: Path) -> N
     assert final._credited({**row_b, "speedup": 1.5, "speedup_interval": None}) == 1.0
 
 
-def test_a_best_the_review_set_aside_is_timed_beside_the_next_best_and_not_claimed(tmp_path: Path) -> None:
-    final = _final()
+def test_a_best_the_review_set_aside_is_timed_beside_the_next_best_and_not_claimed(tmp_path: Path, bench_script: Any) -> None:
+    final = bench_script("kernelbench_final")
     kb = tmp_path / "KernelBench"
     (kb / "level2").mkdir(parents=True)
     (kb / "level2" / "22_X.py").write_text("# a program\n")
@@ -232,13 +222,13 @@ def get_init_inputs():
 """
 
 
-def test_adopt_gives_a_pending_job_the_final_runs_result_of_the_same_candidate(tmp_path: Path) -> None:
+def test_adopt_gives_a_pending_job_the_final_runs_result_of_the_same_candidate(tmp_path: Path, bench_script: Any) -> None:
     """A campaign job still pending whose candidate the final run timed ahead gets that result, only
     when source, task file and evaluator configuration are the campaign's; a task_error is not adopted."""
     from warpforge.candidate import Candidate
     from warpforge.task import load_task
 
-    final = _final()
+    final = bench_script("kernelbench_final")
     task = tmp_path / "level1" / "1_A.py"
     task.parent.mkdir()
     task.write_text(TASK)
