@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from warpforge import Candidate, EvalConfig, evaluate, load_task
-from warpforge.archive import Attempt, improves_on_eager
+from warpforge.archive import Attempt, best_attempt, improves_on_eager
 from warpforge.candidate import EvalResult, Timing
 from warpforge.evaluate.paired import Rounds
 from warpforge.metrics import interval_coverage, paired_speedup
@@ -65,16 +65,44 @@ def _result(paired: dict) -> EvalResult:  # type: ignore[type-arg]
                       paired=paired)
 
 
-def test_an_unstable_timing_claims_no_speedup_and_no_improvement() -> None:
+def test_the_claim_is_where_the_interval_lies_never_how_wide_it_is() -> None:
     stable = _result({"speedup": 1.9, "interval": [1.5, 2.1], "unstable": False})
-    unstable = _result({"speedup": 1.9, "interval": [0.6, 3.0], "unstable": True})
+    straddles = _result({"speedup": 1.9, "interval": [0.6, 3.0], "unstable": True})
     inside = _result({"speedup": 1.02, "interval": [0.97, 1.08], "unstable": False})
-    assert stable.speedup == 1.9 and unstable.speedup is None and unstable.timing_unstable
-    assert EvalResult.from_dict(unstable.to_dict()).timing_unstable
+    # issue 39: the demo's 143.7x [86, 218], recorded as "unstable" under the old width rule
+    wide_win = _result({"speedup": 143.7, "interval": [86.0, 218.0], "unstable": True})
+    slower = _result({"speedup": 0.5, "interval": [0.2, 0.9], "unstable": True})
+    # every correct, timed result keeps its point estimate and its interval
+    assert [r.speedup for r in (stable, straddles, inside, wide_win, slower)] == [1.9, 1.9, 1.02, 143.7, 0.5]
+    assert [r.claim.verdict for r in (stable, straddles, inside, wide_win, slower)] == [
+        "faster", "within_noise", "within_noise", "faster", "slower"]
+    # timing_unstable only describes an interval that straddles 1 and stayed wide
+    assert straddles.timing_unstable and not wide_win.timing_unstable and not slower.timing_unstable
+    assert EvalResult.from_dict(straddles.to_dict()).timing_unstable
+    assert wide_win.claim.words() == "144x faster [86-218]"
+    assert straddles.claim.words() == "1.9x, within noise [0.6-3]"
     attempts = [Attempt(id=i, run_id="r", task="t", step=i, source="x", evaluation_id=i, status="correct", correct=True,
                         speedup=r.speedup, candidate_ms=1.0, reference_ms=2.0, result=r.to_dict())
-                for i, r in enumerate((stable, unstable, inside))]
-    assert [improves_on_eager(a) for a in attempts] == [True, False, False]
+                for i, r in enumerate((stable, straddles, inside, wide_win, slower))]
+    assert [improves_on_eager(a) for a in attempts] == [True, False, False, True, False]
+    assert best_attempt(attempts) is attempts[3]  # a proven win with the highest lower end
+
+
+def test_rounds_measure_again_only_while_the_interval_can_change_the_claim() -> None:
+    """Wide and straddling 1 (after the process spread): as many rounds more. Wide and wholly
+    above 1: decided, no more rounds (the demo's 40x on a busy CPU is not re-timed)."""
+    def rounds_for(ratios: list[float], spread: float) -> int:
+        rounds = Rounds(len(ratios), 0.5, lambda first: {"median_ms": 1.0}, random.Random(0), spread)
+        n, wanted = 0, True
+        while wanted and n < 4 * len(ratios):
+            rounds.start_round()
+            wanted = rounds.after_candidate({"median_ms": 1.0 / ratios[n % len(ratios)]})
+            n += 1
+        return n
+
+    assert rounds_for([20.0, 40.0, 60.0, 30.0, 45.0], 0.25) == 5  # 200 % wide, far above 1
+    assert rounds_for([0.7, 1.0, 1.6, 1.2, 0.9], 0.25) == 10  # wide and holding 1
+    assert rounds_for([1.3, 1.4, 1.35, 1.32, 1.38], 0.0) == 5  # narrow
 
 
 def test_a_candidate_is_timed_in_rounds_beside_the_reference() -> None:

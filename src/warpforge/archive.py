@@ -30,8 +30,8 @@ from typing import Any
 
 from warpforge.candidate import EvalResult
 from warpforge.errors import ConfigError, UsageError
-from warpforge.metrics import faster_beyond_noise
-from warpforge.propose import Proposal
+from warpforge.claim import Claim, claim_of
+from warpforge.propose import Proposal, duplicate_of
 from warpforge.redact import redact, redact_data
 from warpforge.task import Task
 
@@ -135,6 +135,15 @@ class Attempt:
         return bool(self.correct) and _positive(self.speedup) and _positive(self.candidate_ms)
 
     @property
+    def claim(self) -> Claim:
+        """What this attempt's latest evaluation may say about its speed (claim.py)."""
+        result = dict(self.result or {})
+        timing = dict(result.get("timing") or {})  # a row without (all of) its result: the columns
+        timing["candidate"] = timing.get("candidate") or {"median_ms": self.candidate_ms, "iqr_ms": self.candidate_iqr_ms}
+        timing["reference"] = timing.get("reference") or {"median_ms": self.reference_ms}
+        return claim_of({**result, "status": self.status, "timing": timing})
+
+    @property
     def reference_iqr_ms(self) -> float:
         """The eager reference's spread in this evaluation (stored in the verdict, not a column); 0 if unknown."""
         timing = (self.result or {}).get("timing") or {}
@@ -162,35 +171,38 @@ class TaskSummary:
     best_candidate_id: int | None
     improved: bool
     """The best attempt passes `improves_on_eager`."""
+    best_claim: str
+    """The best attempt's speed claim in words (claim.Claim.words), or why there is no best."""
     tokens: int
     cost_usd: float
+    duplicates: int = 0
+    """Replies that repeated an earlier candidate of their run (propose.duplicate_of): not in `attempts`."""
 
 
 def best_attempt(attempts: Iterable[Attempt]) -> Attempt | None:
     """THE best kernel of a task, for every view (live table, optimize's summary and exit code,
-    `archive ls/best`, the report, the exports): among the correct, timed attempts given, one
-    faster than eager beyond the noise (`improves_on_eager`) before any that is not, then the
-    highest stored `speedup` (reference_ms / candidate_ms of its latest evaluation), the lowest
-    id on a tie. A 1.09x whose interval reaches 1.00 (KernelBench level3/24's untouched program,
-    timed against itself) no longer outranks a 1.05x that is faster for sure. The caller picks
-    the scope (one run, one machine, the whole archive)."""
-    return max((a for a in attempts if a.timed),
-               key=lambda a: (improves_on_eager(a), a.speedup or 0.0, -a.id), default=None)
+    `archive ls/best`, the report, the exports): among the correct, timed attempts given, proven
+    wins first (`improves_on_eager`), then the highest lower end of the speedup's interval, then
+    the highest point estimate, the lowest id on a tie (claim.Claim.rank). A 1.09x whose interval
+    reaches 1.00 (KernelBench level3/24's untouched program, timed against itself) never outranks
+    a 1.05x that is faster for sure. The caller picks the scope (one run, one machine, the archive)."""
+    return max((a for a in attempts if a.timed), key=lambda a: (*a.claim.rank, -a.id), default=None)
 
 
 def improves_on_eager(attempt: Attempt) -> bool:
-    """THE rule for "improved": verified, timed, and faster than eager PyTorch beyond the noise.
-    Paired timing (the reference timed in the same rounds): the speedup's interval lies above
-    1 and is not `timing_unstable`. Otherwise (results from before paired timing) the two
-    timings' IQRs, centred on their medians, do not overlap (metrics.faster_beyond_noise)."""
-    if not attempt.timed or not _positive(attempt.reference_ms):
-        return False
-    paired = (attempt.result or {}).get("paired") or {}
-    if paired.get("interval"):
-        return not paired.get("unstable") and float(paired["interval"][0]) > 1.0
-    assert attempt.candidate_ms is not None and attempt.reference_ms is not None
-    return faster_beyond_noise(attempt.candidate_ms, attempt.candidate_iqr_ms or 0.0,
-                               attempt.reference_ms, attempt.reference_iqr_ms)
+    """THE rule for "improved": verified, timed, and a proven win over eager PyTorch — the
+    speedup's interval lies above 1 (claim.py, whatever its width; rows recorded under the older
+    width rule are re-read under this one)."""
+    return attempt.timed and attempt.claim.faster
+
+
+def _no_best(attempts: Sequence[Attempt]) -> str:
+    """Why a task has no best, in words."""
+    if not attempts:
+        return "no attempts"
+    if not any(a.correct for a in attempts):
+        return "no correct attempt yet"
+    return "not timed (no correct attempt has a timing)"
 
 
 def target_reached(best: Attempt | None, target: float) -> bool:
@@ -476,7 +488,7 @@ class Archive:
 
     def best(self, task: str, hardware_key: str | None = None) -> Attempt | None:
         """`best_attempt` of all of `task`'s attempts in the archive (on one machine if a key is given)."""
-        where = "c.task=? AND e.correct=1 AND e.speedup IS NOT NULL AND e.candidate_ms IS NOT NULL"
+        where = "c.task=? AND e.correct=1 AND e.candidate_ms IS NOT NULL"  # rows with a NULL speedup: see _speedup
         params: list[Any] = [task]
         if hardware_key is not None:
             where += " AND e.hardware_key=?"
@@ -520,11 +532,13 @@ class Archive:
         for name, attempts in sorted(by_task.items()):
             best = best_attempt(attempts)
             tokens, cost = usage.get(name, (0, 0.0))
+            repeats = sum(duplicate_of(a.failure) is not None for a in attempts)
             summaries.append(TaskSummary(
-                task=name, attempts=len(attempts), evaluated=sum(a.evaluation_id is not None for a in attempts),
+                task=name, attempts=len(attempts) - repeats, evaluated=sum(a.evaluation_id is not None for a in attempts),
                 correct=sum(bool(a.correct) for a in attempts), best_speedup=best.speedup if best else None,
                 best_candidate_id=best.id if best else None, improved=best is not None and improves_on_eager(best),
-                tokens=int(tokens), cost_usd=float(cost)))
+                best_claim=best.claim.words() if best else _no_best(attempts),
+                tokens=int(tokens), cost_usd=float(cost), duplicates=repeats))
         return summaries
 
     def task_usage(self) -> dict[str, tuple[int, float]]:
@@ -630,8 +644,18 @@ def _attempt(r: sqlite3.Row) -> Attempt:
         completion_tokens=r["completion_tokens"] or 0, cost_usd=r["cost_usd"] or 0.0,
         llm_seconds=r["llm_seconds"] or 0.0, created=r["created"] or 0.0, evaluation_id=r["evaluation_id"],
         status=r["status"], correct=None if r["correct"] is None else bool(r["correct"]), stage=r["stage"],
-        reason=r["reason"], speedup=r["speedup"], speedup_vs_compile=r["speedup_vs_compile"],
+        reason=r["reason"], speedup=_speedup(r), speedup_vs_compile=r["speedup_vs_compile"],
         candidate_ms=r["candidate_ms"], candidate_iqr_ms=r["candidate_iqr_ms"], reference_ms=r["reference_ms"],
         compile_ms=r["compile_ms"], kernels_kind=r["kernels_kind"], hardware=_from_json(r["hardware"]),
         hardware_key=r["hardware_key"], result=_from_json(r["result"]), review=_from_json(r["review"]),
         evaluated_at=r["evaluated_at"])
+
+
+def _speedup(r: sqlite3.Row) -> float | None:
+    """The stored speedup; for a correct row recorded under the older width rule, which stored
+    NULL for a paired timing it called unstable, the paired point estimate kept in its result."""
+    if r["speedup"] is not None or not r["correct"] or not r["result"]:
+        return r["speedup"]  # type: ignore[no-any-return]
+    paired = (_from_json(r["result"]) or {}).get("paired") or {}
+    value = paired.get("speedup")
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) and value > 0 else None

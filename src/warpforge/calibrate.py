@@ -38,7 +38,7 @@ def row(task: Task, result: EvalResult) -> dict[str, Any]:
     ref = result.reference.median_ms if result.reference else None
     return {"task": task.name, "status": result.status, "stage": result.stage, "speedup": result.speedup,
             "speedup_interval": result.speedup_interval, "timing_unstable": result.timing_unstable,
-            "reference_ms": ref, "candidate_ms": result.candidate.median_ms if result.candidate else None,
+            "claim": result.claim.to_dict(), "reference_ms": ref, "candidate_ms": result.candidate.median_ms if result.candidate else None,
             "rel_l2_err": result.rel_l2_err, "tolerance": result.tolerance.get("rel_l2"),
             "reason": result.reason, "warnings": list(result.warnings), "hardware": result.hardware,
             # what explains a speedup away from 1.00x: each round's medians, and each side's host

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
+from warpforge.claim import Claim, claim_of
 from warpforge.errors import UsageError
 from warpforge.redact import redact, redact_data, secret_values
 
@@ -131,9 +132,16 @@ class EvalResult:
         return self.status == "correct"
 
     @property
+    def claim(self) -> Claim:
+        """What this result may say about the candidate's speed (claim.py: the one rule)."""
+        return claim_of(self.to_dict(samples=False))
+
+    @property
     def timing_unstable(self) -> bool:
-        """The paired timing's interval stayed wider than its bound: no speedup is claimed."""
-        return bool(self.paired.get("unstable"))
+        """The paired interval straddles 1 and stayed wider than its bound after re-measuring
+        (a description of the interval: the speedup and its interval are still reported)."""
+        interval = self.speedup_interval
+        return bool(self.paired.get("unstable")) and interval is not None and interval[0] <= 1.0 <= interval[1]
 
     @property
     def speedup_interval(self) -> tuple[float, float] | None:
@@ -142,10 +150,11 @@ class EvalResult:
 
     @property
     def speedup(self) -> float | None:
-        """Reference over candidate time: the paired speedup when the two were timed in rounds
-        (None when that timing was unstable), else the ratio of the two medians."""
-        if self.paired:
-            return None if self.timing_unstable else float(self.paired["speedup"])
+        """Reference over candidate time: the paired speedup when the two were timed in rounds,
+        else the ratio of the two medians. Always the point estimate; whether it is a claim of
+        "faster" is `claim` (its interval), never whether this is None."""
+        if self.paired.get("speedup"):
+            return float(self.paired["speedup"])
         if self.candidate and self.reference and self.candidate.median_ms > 0:
             return self.reference.median_ms / self.candidate.median_ms
         return None
@@ -186,7 +195,7 @@ class EvalResult:
                 d["samples_ms"] = list(t.samples_ms)
             return d
 
-        return {
+        out: dict[str, Any] = {
             "status": self.status,
             "correct": self.correct,
             "reason": self.reason,
@@ -200,6 +209,7 @@ class EvalResult:
             "speedup": self.speedup,
             "speedup_interval": list(self.speedup_interval) if self.speedup_interval else None,
             "timing_unstable": self.timing_unstable,
+            "claim": None,  # filled below, from this very dictionary
             "speedup_vs_compile": self.speedup_vs_compile,
             "candidate_ms": self.candidate.median_ms if self.candidate else None,
             "reference_ms": self.reference.median_ms if self.reference else None,
@@ -219,3 +229,5 @@ class EvalResult:
             "config": self.config,
             "paired": self.paired,
         }
+        out["claim"] = claim_of(out).to_dict()
+        return out

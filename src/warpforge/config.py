@@ -49,10 +49,11 @@ class EvalConfig:
     H100 and 0.07-1.2x on a CPU). Five rounds give a 94 % interval [min, max] of the ratios.
     0 = the reference timed once per Judge, as before."""
     timing_bound: float = 0.5
-    """The widest interval (high / low - 1) a paired speedup may have; a wider one is measured
-    again with as many rounds more, and if still wider, the result is `timing_unstable`. In three
-    ad-hoc runs on an idle 2-core CPU (`warpforge eval level1/diag_matmul` of a broadcast
-    rewrite), a 12x rewrite's intervals were 15-26 % wide, so 25 % would withhold claims nobody doubts."""
+    """How wide (high / low - 1) a paired interval that straddles 1 may be before it is measured
+    again with as many rounds more; if still wider it is described as `timing_unstable` (within
+    noise). Width never withholds a claim: an interval wholly above 1 is a win however wide
+    (claim.py). In three ad-hoc runs on an idle 2-core CPU (`warpforge eval level1/diag_matmul` of
+    a broadcast rewrite), a 12x rewrite's intervals were 15-26 % wide."""
     sync_floor: str = "matched"
     """The round trip taken off an untrusted call's device-wide synchronize (what is left beyond it
     is work on other streams, counted): "matched", a clean round trip after an equally long wait,

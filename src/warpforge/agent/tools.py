@@ -250,7 +250,7 @@ class AgentTools:
             verdict = self.evaluate(task, source, device)
             if "error" in verdict:
                 return verdict
-        keys = ("task", "attempt_id", "candidate_id", "status", "correct", "reason", "stage", "speedup",
+        keys = ("task", "attempt_id", "candidate_id", "status", "correct", "reason", "stage", "speedup", "claim",
                 "candidate_ms", "reference_ms", "compile_ms", "kernels", "roofline", "compile_log", "output_tail",
                 "stage_seconds", "hardware")
         return {**{k: verdict.get(k) for k in keys}, "reused_evaluation": reused, "nsight_compute": _nsight_compute()}
@@ -425,14 +425,15 @@ def _parent_ids(archive: Archive, parents: list[int] | None) -> list[int]:
 def _brief(a: Attempt | None) -> dict[str, Any] | None:
     if a is None:
         return None
-    return {"attempt_id": a.id, "speedup": a.speedup, "candidate_ms": a.candidate_ms, "hardware_key": a.hardware_key}
+    return {"attempt_id": a.id, "speedup": a.speedup, "claim": a.claim.words(), "improved": a.claim.faster,
+            "candidate_ms": a.candidate_ms, "hardware_key": a.hardware_key}
 
 
 def _attempt(a: Attempt, include_source: bool) -> dict[str, Any]:
     row = {"attempt_id": a.id, "source_hash": a.source_hash, "run_id": a.run_id, "step": a.step,
            "strategy": a.strategy, "model": a.model, "language": a.language, "status": a.status, "correct": a.correct,
-           "stage": a.stage, "reason": a.reason, "speedup": a.speedup, "speedup_vs_compile": a.speedup_vs_compile,
-           "candidate_ms": a.candidate_ms, "candidate_iqr_ms": a.candidate_iqr_ms, "reference_ms": a.reference_ms,
+           "stage": a.stage, "reason": a.reason, "speedup": a.speedup, "claim": a.claim.words(),
+           "improved": a.claim.faster, "speedup_vs_compile": a.speedup_vs_compile, "candidate_ms": a.candidate_ms, "candidate_iqr_ms": a.candidate_iqr_ms, "reference_ms": a.reference_ms,
            "kernels_kind": a.kernels_kind, "hardware_key": a.hardware_key, "parents": list(a.parents),
            "analysis": a.analysis, "compile_log": (a.result or {}).get("compile_log", ""),
            "evaluated_at": a.evaluated_at}

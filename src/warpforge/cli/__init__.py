@@ -106,8 +106,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(row), flush=True)
         else:
-            speed = f"{row['speedup']:.3f}x" if row["speedup"] else "-"
-            print(f"{row['task']:<40} {row['status']:<14} {speed:>8}  {row['reason'][:90]}", file=sys.stderr, flush=True)
+            print(calibrate_line(row), file=sys.stderr, flush=True)
 
     print(f"calibrate: {len(todo)} tasks, each reference evaluated as its own candidate"
           + (f" ({len(done)} already in {args.out})" if done else ""), file=sys.stderr)
@@ -126,33 +125,75 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         if summary["interval_excludes_1"]:
             print(f"speedup interval excludes 1.00x: {', '.join(summary['interval_excludes_1'])}", file=sys.stderr)
         if summary["timing_unstable"]:
-            print(f"timing unstable (no speedup claimed): {', '.join(summary['timing_unstable'])}", file=sys.stderr)
+            print(f"timing unstable (within noise, interval still wide after re-measuring): "
+                  f"{', '.join(summary['timing_unstable'])}", file=sys.stderr)
         if summary["outside_3pct"]:
             print(f"outside 1.00x +- 3% (tasks of 50 us or more): {', '.join(summary['outside_3pct'])}", file=sys.stderr)
     return 0 if not summary["rejected"] else 1
 
 
 def format_result(r: dict) -> str:  # type: ignore[type-arg]
-    lines = [f"{r['status'].upper()}: {r['reason']}  [stage: {r['stage']}]"]
+    """A result (`EvalResult.to_dict`, or an older or partial row) for a person: every line reads
+    whatever keys are there, and the speed line says the claim in words (claim.py)."""
+    from warpforge.claim import claim_of
+
+    tolerance = r.get("tolerance") or {}
+    lines = [f"{str(r.get('status') or 'unknown').upper()}: {r.get('reason') or ''}  [stage: {r.get('stage') or '?'}]"]
     if r.get("rel_l2_err") is not None:
-        lines.append(f"  error: relative L2 {r['rel_l2_err']:.3g}, max abs {r['max_abs_err']:.3g} "
-                     f"(tolerance {r['tolerance'].get('rel_l2', 0):.3g} / {r['tolerance'].get('max_rel', 0):.3g} of scale)")
-    if r.get("candidate_ms") is not None:
-        lines.append(f"  candidate {r['candidate_ms']:.4f} ms | eager {r['reference_ms']:.4f} ms | "
-                     f"speedup {r['speedup']:.3g}x" + (f" | torch.compile {r['compile_ms']:.4f} ms "
-                                                         f"({r['speedup_vs_compile']:.2f}x)" if r.get("compile_ms") else ""))
-    if r.get("kernels", {}).get("kind"):
-        k = r["kernels"]
-        lines.append(f"  kernels: {k['kind']} (custom: {', '.join(k.get('custom', [])[:4]) or 'none'})")
-    if r.get("roofline", {}).get("fraction") is not None:
-        lines.append(f"  roofline: {100 * r['roofline']['fraction']:.1f}% of this GPU's speed of light")
+        lines.append(f"  error: relative L2 {_g(r.get('rel_l2_err'))}, max abs {_g(r.get('max_abs_err'))} "
+                     f"(tolerance {_g(tolerance.get('rel_l2'))} / {_g(tolerance.get('max_rel'))} of scale)")
+    claim = claim_of(r)
+    speed = f"  speed vs eager PyTorch: {claim.words()}"
+    if claim.timed:
+        how = "paired rounds" if claim.paired else "interval from the two timings' IQRs"
+        speed += f" (candidate {_g(r.get('candidate_ms'), '.4f')} ms, eager {_g(r.get('reference_ms'), '.4f')} ms; {how})"
+    if r.get("compile_ms"):
+        speed += f" | torch.compile {_g(r.get('compile_ms'), '.4f')} ms ({_g(r.get('speedup_vs_compile'), '.2f')}x)"
+    if claim.timed or r.get("status") == "correct":
+        lines.append(speed)
+    kernels = r.get("kernels") or {}
+    if kernels.get("kind"):
+        lines.append(f"  kernels: {kernels['kind']} (custom: {', '.join((kernels.get('custom') or [])[:4]) or 'none'})")
+    fraction = (r.get("roofline") or {}).get("fraction")
+    if isinstance(fraction, int | float):
+        lines.append(f"  roofline: {100 * fraction:.1f}% of this GPU's speed of light")
     if r.get("compile_log"):
-        lines.append("  compiler says:\n    " + r["compile_log"].replace("\n", "\n    "))
-    hw = r.get("hardware", {})
-    lines.append(f"  on {hw.get('gpu') or hw.get('cpu', '?')} | torch {hw.get('torch')} | triton {hw.get('triton')}")
-    for w in r.get("warnings", []):
+        heading = "compiler says" if r.get("stage") == "compile" else "log"
+        lines.append(f"  {heading}:\n    " + str(r["compile_log"]).replace("\n", "\n    "))
+    hw = r.get("hardware") or {}
+    lines.append(f"  on {hw.get('gpu') or hw.get('cpu') or '?'} | torch {hw.get('torch') or '?'} | "
+                 f"triton {hw.get('triton') or '-'}")
+    for w in r.get("warnings") or ():
         lines.append(f"  warning: {w}")
     return "\n".join(lines)
+
+
+def demo_table(rows: list[dict], summary: dict) -> str:  # type: ignore[type-arg]
+    """The demo's closing table: one line per example with its claim in words, then the totals."""
+    from warpforge.claim import claim_of
+
+    lines = [f"{'task':22s} {'candidate':26s} {'status':14s} {'kernels':16s} speed vs eager"]
+    for r in rows:
+        kind = (r.get("kernels") or {}).get("kind") or "not recorded"
+        lines.append(f"{str(r.get('task')):22s} {str(r.get('candidate')):26s} {str(r.get('status')):14s} {kind:16s} "
+                     f"{claim_of(r).words()}")
+    geo = summary.get("geomean_speedup")
+    faster = sum(claim_of(r).faster for r in rows)
+    lines.append(f"correct {summary.get('n_correct')}/{summary.get('n')}; proven faster than eager {faster}/{len(rows)}; "
+                 + (f"geometric-mean speedup {geo:.2f}x" if geo else "no timed results"))
+    return "\n".join(lines)
+
+
+def calibrate_line(row: dict) -> str:  # type: ignore[type-arg]
+    """One A/A row for a person: task, status, the claim in words, the reason."""
+    from warpforge.claim import claim_of
+
+    return f"{str(row.get('task')):<40} {str(row.get('status')):<14} {claim_of(row).words():<36}  {str(row.get('reason') or '')[:90]}"
+
+
+def _g(value: object, spec: str = ".3g") -> str:
+    """A number for a person; `?` for a missing or non-numeric one (an older row, a partial result)."""
+    return format(value, spec) if isinstance(value, int | float) and not isinstance(value, bool) else "?"
 
 
 # (suite task, example file, devices it runs on)
@@ -191,14 +232,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print(json.dumps(result), flush=True)
         print("    " + format_result(result).replace("\n", "\n    "), file=sys.stderr, flush=True)
     summary = metrics.summarize(rows)
-    print(f"\n{'task':22s} {'candidate':26s} {'status':10s} {'speedup':>8s} {'kernels':>16s}", file=sys.stderr)
-    for r in rows:
-        speed = f"{r['speedup']:.3g}x" if r.get("speedup") else "-"
-        print(f"{r['task']:22s} {r['candidate']:26s} {r['status']:10s} {speed:>8s} "
-              f"{r.get('kernels', {}).get('kind', '-'):>16s}", file=sys.stderr)
-    geo = summary.get("geomean_speedup")
-    print(f"correct {summary['n_correct']}/{summary['n']}; geometric-mean speedup "
-          f"{geo:.2f}x" if geo else "no timed results", file=sys.stderr)
+    print("\n" + demo_table(rows, summary), file=sys.stderr)
     return 0 if summary["n_correct"] == summary["n"] else 1
 
 

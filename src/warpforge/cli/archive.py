@@ -85,13 +85,12 @@ def _ls(archive: Archive, args: argparse.Namespace) -> int:
     run_table = Table("run", "status", "started", "finished", "seed", title=f"runs in {archive.path}")
     for r in runs:
         run_table.add_row(r.id, r.status, _when(r.started), _when(r.finished), str(r.seed))
-    task_table = Table("task", "attempts", "evaluated", "correct", "best speedup", "improved", "best id", "tokens",
-                       "cost", title="tasks")
+    task_table = Table("task", "attempts", "evaluated", "correct", "best: speed vs eager", "improved", "best id",
+                       "tokens", "cost", title="tasks")
     for s in summaries:
-        improved = "-" if s.best_candidate_id is None else ("yes" if s.improved else "no")
-        task_table.add_row(s.task, str(s.attempts), str(s.evaluated), str(s.correct), _x(s.best_speedup), improved,
-                           "" if s.best_candidate_id is None else f"#{s.best_candidate_id}", str(s.tokens),
-                           f"${s.cost_usd:.2f}")
+        task_table.add_row(s.task, str(s.attempts), str(s.evaluated), str(s.correct), s.best_claim,
+                           "yes" if s.improved else "no", "none" if s.best_candidate_id is None else f"#{s.best_candidate_id}",
+                           str(s.tokens), f"${s.cost_usd:.2f}")
     # piped output is not cut to 80 columns: task names and run ids stay whole for grep
     console = Console() if sys.stdout.isatty() else Console(width=200)
     console.print(run_table)
@@ -105,8 +104,9 @@ def _show(archive: Archive, args: argparse.Namespace) -> int:
         print(json.dumps(dataclasses.asdict(a)))
         return 0
     lines = [f"candidate #{a.id}  task {a.task}  run {a.run_id}  step {a.step}",
-             f"strategy {a.strategy or '-'}  model {a.model or '-'}  language {a.language}  island {'-' if a.island is None else a.island}",
-             f"parents {', '.join(f'#{p}' for p in a.parents) or '-'}",
+             f"strategy {a.strategy or 'none'}  model {a.model or 'none'}  language {a.language}  "
+             f"island {'none' if a.island is None else a.island}",
+             f"parents {', '.join(f'#{p}' for p in a.parents) or 'none'}",
              f"tokens {a.prompt_tokens} + {a.completion_tokens}  cost ${a.cost_usd:.4f}  llm {a.llm_seconds:.1f} s"]
     if a.source is None:
         lines.append(f"no program: {a.failure}")
@@ -114,9 +114,9 @@ def _show(archive: Archive, args: argparse.Namespace) -> int:
         lines.append("not evaluated yet")
     else:
         lines += [f"evaluation #{a.evaluation_id}: {a.status} at stage {a.stage}",
-                  f"speedup {_x(a.speedup)} vs eager, {_x(a.speedup_vs_compile)} vs torch.compile;"
-                  f" {_ms(a.candidate_ms)} (IQR {_ms(a.candidate_iqr_ms)}) vs {_ms(a.reference_ms)} eager",
-                  f"kernels {a.kernels_kind or '-'}  hardware {a.hardware_key or '-'}",
+                  f"speed vs eager: {a.claim.words()}; vs torch.compile: {_x(a.speedup_vs_compile, 'not measured')}",
+                  f"time: {_ms(a.candidate_ms)} (IQR {_ms(a.candidate_iqr_ms)}) vs {_ms(a.reference_ms)} eager",
+                  f"kernels {a.kernels_kind or 'not recorded'}  hardware {a.hardware_key or 'not recorded'}",
                   f"reason: {a.reason}"]
         if a.review:
             lines.append(f"review: {a.review.get('verdict', '?')}: {a.review.get('finding', '')}")
@@ -143,17 +143,17 @@ def _best(archive: Archive, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(_best_json(best, source_path)))
     else:
-        noise = "beyond" if improves_on_eager(best) else "not beyond"
-        print(f"{best.task}: candidate #{best.id}, {_x(best.speedup)} vs eager ({noise} the noise), "
-              f"{_x(best.speedup_vs_compile)} vs torch.compile ({_ms(best.candidate_ms)}), "
-              f"{best.language} by {best.strategy or '-'} "
-              f"[{best.model or '-'}]\nsource: {source_path}")
+        print(f"{best.task}: candidate #{best.id}, {best.claim.words()} than eager PyTorch"
+              f"{'' if improves_on_eager(best) else ' (not a proven win)'}, "
+              f"{_x(best.speedup_vs_compile, 'not measured')} vs torch.compile ({_ms(best.candidate_ms)}), "
+              f"{best.language} by {best.strategy or 'no strategy'} "
+              f"[{best.model or 'no model'}]\nsource: {source_path}")
     return 0
 
 
 def _best_json(a: Attempt, source_path: Path) -> dict[str, Any]:
     return {"task": a.task, "candidate_id": a.id, "speedup": a.speedup, "improved": improves_on_eager(a),
-            "speedup_vs_compile": a.speedup_vs_compile,
+            "claim": a.claim.to_dict(), "speedup_vs_compile": a.speedup_vs_compile,
             "candidate_ms": a.candidate_ms, "candidate_iqr_ms": a.candidate_iqr_ms, "reference_ms": a.reference_ms,
             "status": a.status, "language": a.language, "strategy": a.strategy, "model": a.model,
             "run_id": a.run_id, "hardware_key": a.hardware_key, "kernels_kind": a.kernels_kind,
@@ -181,12 +181,12 @@ def _export(archive: Archive, args: argparse.Namespace) -> int:
 
 
 def _when(t: float | None) -> str:
-    return "-" if t is None else datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
+    return "not yet" if t is None else datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _x(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}x"
+def _x(v: float | None, why: str) -> str:
+    return why if v is None else f"{v:.2f}x"
 
 
 def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:.4g} ms"
+    return "not timed" if v is None else f"{v:.4g} ms"

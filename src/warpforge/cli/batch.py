@@ -62,7 +62,6 @@ def parse_pairs(items: list[str], manifest: str | None) -> list[tuple[str, str]]
 def cmd_eval_batch(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.table import Table
 
     from warpforge.cli.common import config_from_args
     from warpforge.executor import Job, evaluate_batch
@@ -87,14 +86,23 @@ def cmd_eval_batch(args: argparse.Namespace) -> int:
 
         results = evaluate_batch(pairs, config, args.executor, args.workers, args.ray_address, done,
                                  compile_workers=args.compile_workers)
-    table = Table("task", "candidate", "status", "speedup", "worker")
-    for r in results:
-        speed = f"{r['speedup']:.3g}x" if r.get("speedup") else "-"
-        table.add_row(Path(r["task"]).stem, Path(r["candidate"]).name, str(r.get("status")), speed, str(r.get("worker", "")))
-    err.print(table)
+    err.print(results_table(results))
     n_ok = sum(1 for r in results if r.get("correct"))
     err.print(f"{n_ok} of {len(results)} correct")
     return 0 if n_ok == len(results) else 1
+
+
+def results_table(results: list[dict[str, Any]]) -> Any:
+    """eval-batch's closing table (a rich Table): one row per pair, the claim in words (claim.py)."""
+    from rich.table import Table
+
+    from warpforge.claim import claim_of
+
+    table = Table("task", "candidate", "status", "speed vs eager", "worker")
+    for r in results:
+        table.add_row(Path(str(r.get("task"))).stem, Path(str(r.get("candidate"))).name, str(r.get("status")),
+                      claim_of(r).words(), str(r.get("worker", "")))
+    return table
 
 
 def _eval_jobs(args: argparse.Namespace, config: Any, err: Any) -> int:

@@ -7,7 +7,9 @@ Exit codes: 0 when at least one task's best candidate (archive.best_attempt of t
 than eager PyTorch beyond the noise (archive.improves_on_eager; with --target-speedup: when every
 task's best reached it), 1 otherwise (a result, not a failure), 2 for usage and configuration
 errors (no LLM configured, unreachable endpoint, unknown task), 130 after Ctrl-C; running the
-same command again resumes the run from the archive.
+same command again resumes the run from the archive. A run that finished under this budget is not
+run again: one sentence says so, the model is asked nothing, and the exit code is its result's
+(a larger --max-candidates continues it).
 """
 
 from __future__ import annotations
@@ -17,12 +19,17 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from warpforge.archive import Archive, target_reached
 from warpforge.cli.archive import DEFAULT_ARCHIVE
 from warpforge.errors import ConfigError, UsageError
 from warpforge.task import Task
+
+if TYPE_CHECKING:
+    from warpforge.config import EvalConfig
+    from warpforge.propose.llm import LLMClient, ModelSpec
+    from warpforge.search.loop import OptimizeConfig, RunSummary
 
 NO_LLM = ("no LLM configured: pass --llm PROVIDER:MODEL, e.g. --llm openai:gpt-4o (with OPENAI_API_KEY set), "
           "--llm anthropic:claude-sonnet-4-5 (with ANTHROPIC_API_KEY set), --llm openai:MODEL --base-url "
@@ -83,8 +90,7 @@ def add_optimize_parser(sub: Any) -> None:
 def cmd_optimize(args: argparse.Namespace) -> int:
     from warpforge.config import EvalConfig
     from warpforge.propose.llm import LLMClient, parse_model_specs
-    from warpforge.search.display import ProgressView
-    from warpforge.search.loop import Budget, OptimizeConfig, Optimizer
+    from warpforge.search.loop import Budget, OptimizeConfig
 
     specs = args.llm or [s for s in os.environ.get("WARPFORGE_LLM", "").split(",") if s.strip()]
     if not specs:
@@ -92,7 +98,6 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     models = parse_model_specs(specs, args.base_url, _prices(args.price))
     llm = LLMClient(models, timeout_s=args.llm_timeout, concurrency=args.concurrency, selection=args.selection,
                     seed=args.seed)
-    llm.check()
     from warpforge.cli.common import sandbox_from_args
 
     eval_cfg = EvalConfig(device=args.device, size=args.size, sandbox=sandbox_from_args(args),
@@ -109,45 +114,41 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         budget=Budget(candidates=args.max_candidates, tokens=args.max_tokens_total, cost_usd=args.max_cost,
                       gpu_seconds=args.max_gpu_seconds, wall_seconds=args.max_wall_seconds,
                       target_speedup=args.target_speedup))
-    with Archive(args.archive) as archive:
-        tasks = load_tasks(args.tasks, archive)
-        view = ProgressView([t.name for t in tasks], live=False if args.no_live else None)
-        pool: Any = None
-        if args.executor:
-            from warpforge.executor import EvalPool
-
-            pool = EvalPool(eval_cfg, args.executor, args.workers, args.ray_address)
-        elif args.outbox:
-            from warpforge.executor.outbox import OutboxPool
-
-            pool = OutboxPool(args.outbox)
-            print(f"warpforge: candidates go to {pool.jobs} as job files; evaluate them where the GPU is with "
-                  f"`warpforge eval-batch --jobs {args.outbox}` and bring {pool.results} back: the loop waits for "
-                  "them (stop it any time; the same command resumes)", file=sys.stderr)
-        parallel = args.parallel_tasks or (len(tasks) if args.outbox else 1)
-        try:
-            with view:
-                summary = Optimizer(archive, llm, config, on_progress=view.update, pool=pool).run(tasks, parallel)
-        except KeyboardInterrupt:
-            print(f"warpforge: stopped; run the same command again to resume from {args.archive}", file=sys.stderr)
+    summary = _finished(args, config, models)
+    already_finished = summary is not None
+    if summary is not None:  # nothing is left to do under this budget: the model is asked nothing
+        target = f", --target-speedup {args.target_speedup:g}" if args.target_speedup is not None else ""
+        print(f"warpforge: run {summary.run_id} in {args.archive} is already finished under this budget "
+              f"(--max-candidates {args.max_candidates}{target}), so the model was asked nothing; pass a larger "
+              "--max-candidates to continue it", file=sys.stderr)
+    else:
+        llm.check()
+        summary = _optimize(args, llm, config, eval_cfg)
+        if summary is None:
             return 130
-        finally:
-            if pool is not None:
-                pool.close()
     result = {
         "run_id": summary.run_id, "archive": str(args.archive), "stopped_by": summary.stopped_by,
+        "already_finished": already_finished,
         "tokens": summary.tokens, "cost_usd": round(summary.cost_usd, 6),
-        "tasks": [{"task": o.task, "attempts": o.attempts, "improved": o.improved,
+        "tasks": [{"task": o.task, "attempts": o.attempts, "duplicates": o.duplicates, "improved": o.improved,
                    "best_candidate_id": o.best.id if o.best else None,
                    "speedup": o.best.speedup if o.best else None,
+                   "claim": o.best.claim.to_dict() if o.best else None,
                    "speedup_vs_compile": o.best.speedup_vs_compile if o.best else None} for o in summary.outcomes],
     }
     if args.json:
         print(json.dumps(result))
     improved = [o for o in summary.outcomes if o.improved]
-    print(f"warpforge: {len(improved)} of {len(summary.outcomes)} tasks improved over eager PyTorch beyond the noise; "
+    for o in summary.outcomes:
+        best = f"best #{o.best.id}: {o.best.claim.words()}" if o.best else "no correct, timed attempt"
+        print(f"  {o.task}: {best} ({o.attempts} attempts)", file=sys.stderr)
+    print(f"warpforge: {len(improved)} of {len(summary.outcomes)} tasks proven faster than eager PyTorch; "
           f"{summary.tokens} tokens, ${summary.cost_usd:.2f}; archive {args.archive} (run {summary.run_id})"
           + (f"; stopped: {summary.stopped_by}" if summary.stopped_by else ""), file=sys.stderr)
+    repeats = sum(o.duplicates for o in summary.outcomes)
+    if repeats:
+        print(f"warpforge: {repeats} of the replies repeated an earlier candidate (recorded as duplicates, not "
+              "evaluated again)", file=sys.stderr)
     if args.target_speedup is not None:
         reached = all(target_reached(o.best, args.target_speedup) for o in summary.outcomes)
         return 0 if reached and summary.outcomes else 1
@@ -185,3 +186,47 @@ def _prices(items: list[str]) -> dict[str, tuple[float, float]]:
                               "e.g. openai:gpt-4o=2.5,10") from None
         prices[name] = (price_in, price_out)
     return prices
+
+
+def _finished(args: argparse.Namespace, config: OptimizeConfig, models: list[ModelSpec]) -> RunSummary | None:
+    """The summary of this command's run when it finished and this budget leaves it nothing to do
+    (search/loop.py:finished_run), read before anything is asked or started; else None."""
+    from warpforge.search.loop import finished_run
+
+    if not Path(args.archive).is_file():
+        return None
+    with Archive(args.archive) as archive:
+        return finished_run(archive, config, load_tasks(args.tasks, archive), [m.name for m in models])
+
+
+def _optimize(args: argparse.Namespace, llm: LLMClient, config: OptimizeConfig,
+              eval_cfg: EvalConfig) -> RunSummary | None:
+    """Run the loop with its live view and evaluation pool; None after Ctrl-C."""
+    from warpforge.search.display import ProgressView
+    from warpforge.search.loop import Optimizer
+
+    with Archive(args.archive) as archive:
+        tasks = load_tasks(args.tasks, archive)
+        view = ProgressView([t.name for t in tasks], live=False if args.no_live else None)
+        pool: Any = None
+        if args.executor:
+            from warpforge.executor import EvalPool
+
+            pool = EvalPool(eval_cfg, args.executor, args.workers, args.ray_address)
+        elif args.outbox:
+            from warpforge.executor.outbox import OutboxPool
+
+            pool = OutboxPool(args.outbox)
+            print(f"warpforge: candidates go to {pool.jobs} as job files; evaluate them where the GPU is with "
+                  f"`warpforge eval-batch --jobs {args.outbox}` and bring {pool.results} back: the loop waits for "
+                  "them (stop it any time; the same command resumes)", file=sys.stderr)
+        parallel = args.parallel_tasks or (len(tasks) if args.outbox else 1)
+        try:
+            with view:
+                return Optimizer(archive, llm, config, on_progress=view.update, pool=pool).run(tasks, parallel)
+        except KeyboardInterrupt:
+            print(f"warpforge: stopped; run the same command again to resume from {args.archive}", file=sys.stderr)
+            return None
+        finally:
+            if pool is not None:
+                pool.close()

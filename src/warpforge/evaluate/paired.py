@@ -4,9 +4,10 @@ The parent drives it while the candidate process waits between rounds: each roun
 task's program (in the clean reference process) and the candidate (in its own), back to back,
 on the same input sets, the order of the two drawn at random per round, so drift of clocks,
 thermals and machine load falls on both. The speedup is the median of the rounds' ratios and
-comes with an interval (metrics.paired_speedup); an interval wider than the bound is measured
-again with as many rounds more, and if still too wide the result claims no speedup. It does
-not time anything itself: `time_reference` and the candidate's process do, with bench.py.
+comes with an interval (metrics.paired_speedup); an interval wider than the bound that also
+straddles 1 (widened by the process spread, as the verdict will widen it) is measured again with
+as many rounds more — the rounds that can still change the claim (claim.py). It does not time
+anything itself: `time_reference` and the candidate's process do, with bench.py.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ class Rounds:
     """The schedule and the record of one candidate's paired rounds."""
 
     def __init__(self, rounds: int, bound: float, time_reference: Callable[[bool], dict[str, Any]],
-                 rng: random.Random) -> None:
+                 rng: random.Random, spread: float = 0.0) -> None:
         """`time_reference(first)`: one timing run of the task's program; `first` for the run
         paired with the candidate's first timing run, which has the first run's budget (a full
         warm-up and repetition budget) where later rounds have half: a pair is timed alike."""
         self.target = rounds
         self.rounds = rounds
         self.bound = bound
+        self.spread = spread
         self.time_reference = time_reference
         self.rng = rng
         self.reference_first: list[bool] = []
@@ -53,17 +55,25 @@ class Rounds:
         done = len(self.candidate_ms)
         if done < self.target:
             return True
-        if done == self.rounds and self.too_wide():  # measure again, once, with as many rounds more
+        if done == self.rounds and self.undecided():  # measure again, once, with as many rounds more
             self.target = 2 * self.rounds
             return True
         return False
 
-    def too_wide(self) -> bool:
+    def undecided(self) -> bool:
+        """Wider than the bound and, widened by the process spread, straddling 1: more rounds may
+        decide it. A wide interval wholly above (or below) 1 is already decided and keeps its claim."""
         _, (low, high) = metrics.paired_speedup(self.reference_medians(), self.candidate_ms)
-        return high / low - 1 > self.bound
+        return unstable(low, high, self.bound, self.spread)
 
     def reference_medians(self) -> list[float]:
         return [float(t["median_ms"]) for t in self.reference]
+
+
+def unstable(low: float, high: float, bound: float, spread: float) -> bool:
+    """The rounds' interval [low, high] is wider than `bound` (high / low - 1) and, widened by
+    the process spread, still holds 1: `timing_unstable`, a description of an undecided interval."""
+    return high / low - 1 > bound and low / (1 + spread) <= 1.0 <= high * (1 + spread)
 
 
 PAIR_MEMORY_FRACTION = 0.85

@@ -44,7 +44,7 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("warpforge.report", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(status_of=status_of, stage_of=stage_of, reason_of=reason_of, review_of=review_of,
-                       speedup=_speedup, when=_when, ms=_ms, count=lambda v: f"{v:,}",
+                       speedup=_speedup, claim=lambda a: a.claim.words(), when=_when, ms=_ms, count=lambda v: f"{v:,}",
                        usd=lambda v: f"${v:,.2f}" if v >= 0.01 or not v else f"${v:.4f}",
                        pct=lambda n, d: f"{100 * n / d:.0f}%" if d else "—",
                        clip=lambda s, n=240: s if len(s) <= n else s[: n - 1] + "…")
