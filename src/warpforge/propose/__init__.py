@@ -9,6 +9,7 @@ turns replies into sources; `replay.py` serves recorded replies.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from warpforge.candidate import Candidate
@@ -26,7 +27,8 @@ class Proposal:
     candidate: Candidate | None = None
     """None when the reply held no usable program (see `failure`)."""
     failure: str = ""
-    """Why there is no candidate: one sentence (unparseable reply, truncated output, LLM error)."""
+    """Why there is no candidate: one sentence (unparseable reply, truncated output, LLM error,
+    or `DUPLICATE`: the program repeats an earlier candidate)."""
     prompt: str = ""
     """The rendered prompt as a JSON list of chat messages."""
     reply: str = ""
@@ -37,3 +39,16 @@ class Proposal:
     cost_usd: float = 0.0
     seconds: float = 0.0
     """Wall time of the LLM call(s) that produced this proposal."""
+
+
+DUPLICATE = "duplicate of candidate #{id}: the reply repeated its program, which is not evaluated again"
+"""The `failure` of a reply whose program (by Candidate.id, the source hash) its task's run already
+has: recorded with no source, not evaluated again, and not counted as a failed attempt."""
+# the second form is how archives written before issue 39 recorded the same thing
+_DUPLICATE = re.compile(r"(?:duplicate of|the same source as) candidate #(\d+)")
+
+
+def duplicate_of(failure: str) -> int | None:
+    """The candidate a reply repeated, read from its failure (`DUPLICATE`); None for any other failure."""
+    found = _DUPLICATE.match(failure or "")
+    return int(found.group(1)) if found else None

@@ -81,6 +81,9 @@ class PromptContext:
     """crossover"""
     stepping_stones: tuple[Variant, ...] = ()
     """retrieval: verified kernels of other tasks."""
+    repeated: tuple[int, ...] = ()
+    """Candidate ids the model's last replies repeated character for character (`_repeated.j2`
+    then asks for a different program)."""
 
 
 def render(strategy: str, ctx: PromptContext) -> list[dict[str, str]]:
@@ -191,10 +194,13 @@ def _environment() -> jinja2.Environment:
 def _messages(strategy: str, ctx: PromptContext, sources: dict[str, str]) -> list[dict[str, str]]:
     variables = _variables(strategy, ctx, sources)
     env = _environment()
+    user = env.get_template(f"{strategy}.j2").render(variables).strip()
+    if ctx.repeated and strategy != "review":  # last, where a model that repeats itself reads it last
+        user += "\n\n" + env.get_template("_repeated.j2").render(repeated=ctx.repeated).strip()
     # A second belt after EvalResult's own redaction: archived reasons of older runs, task
     # sources and replies also reach the prompt, and a prompt may leave for a hosted LLM.
     return [{"role": "system", "content": redact(env.get_template("system.j2").render(variables).strip()) + "\n"},
-            {"role": "user", "content": redact(env.get_template(f"{strategy}.j2").render(variables).strip()) + "\n"}]
+            {"role": "user", "content": redact(user) + "\n"}]
 
 
 def _variables(strategy: str, ctx: PromptContext, sources: dict[str, str]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The live view of `warpforge optimize`: one row per task, redrawn as the loop reports progress.
 
-On a terminal it is a `rich` live table on stderr; otherwise (CI logs, pipes) one plain line
-per change of a task's state or counts, so logs stay readable. stdout is left to `--json`.
+On a terminal it is a `rich` live table on stderr; otherwise (CI logs, pipes) a header line
+naming the columns, then one plain line per change of a task's state or counts, so logs stay
+readable. stdout is left to `--json`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from rich.table import Table
 
 from warpforge.search.loop import TaskProgress
 
-COLUMNS = ("task", "state", "proposed", "evaluated", "correct", "best speedup", "improved", "tokens", "cost", "last")
+COLUMNS = ("task", "state", "proposed", "evaluated", "correct", "best speedup", "improved", "duplicates",
+           "tokens", "cost", "last")
+PLAIN = len(COLUMNS) - 2
+"""Piped lines show the columns before cost and last (last's text varies too much to line up)."""
 
 
 class ProgressView:
@@ -28,6 +32,7 @@ class ProgressView:
         self.live = self.console.is_terminal if live is None else live
         self._lock = threading.Lock()
         self._shown: dict[str, tuple[Any, ...]] = {}
+        self._header = False
         self._live: Live | None = None
 
     def __enter__(self) -> ProgressView:
@@ -48,10 +53,13 @@ class ProgressView:
                 self._live.update(self._table())
                 return
             key = (progress.state, progress.proposed, progress.evaluated, progress.correct, progress.best_speedup,
-                   progress.improved)
+                   progress.improved, progress.duplicates)
             if self._shown.get(progress.task) != key:
                 self._shown[progress.task] = key
-                print("  ".join(_cells(progress)[:8]), file=sys.stderr, flush=True)
+                if not self._header:  # once, before the first row: what each field of a row is
+                    self._header = True
+                    print("  ".join(COLUMNS[:PLAIN]), file=sys.stderr, flush=True)
+                print("  ".join(_cells(progress)[:PLAIN]), file=sys.stderr, flush=True)
 
     def _table(self) -> Table:
         table = Table(title="warpforge optimize", expand=False)
@@ -67,5 +75,5 @@ def _cells(p: TaskProgress) -> list[str]:
     """One row; "best speedup" and "improved" are archive.best_attempt / improves_on_eager, as everywhere."""
     best = f"{p.best_speedup:.2f}x" if p.best_speedup is not None else "-"
     improved = "-" if p.best_speedup is None else ("yes" if p.improved else "no")
-    return [p.task, p.state, str(p.proposed), str(p.evaluated), str(p.correct), best, improved, str(p.tokens),
-            f"${p.cost_usd:.2f}", p.last]
+    return [p.task, p.state, str(p.proposed), str(p.evaluated), str(p.correct), best, improved,
+            str(p.duplicates), str(p.tokens), f"${p.cost_usd:.2f}", p.last]

@@ -9,14 +9,15 @@ Every proposal and every evaluation is written to the archive when it happens. S
 numbered in advance, so a run killed at any point resumes where it stopped: recorded
 candidates are not proposed again, evaluated ones are not evaluated again, and a candidate
 recorded but not yet evaluated is evaluated first; a run has one owner process at a time (a
-second optimize on the same live run refuses). Given the same seed and recorded replies (the
-`replay` provider) a run plans the same prompts.
+second optimize on the same live run refuses), and a larger budget continues a finished run
+(resume.py). A reply repeating a program the run already has is recorded as a duplicate, not
+evaluated again, and the next generation's prompts say so. Given the same seed and recorded
+replies (the `replay` provider) a run plans the same prompts.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import queue
 import threading
@@ -31,7 +32,7 @@ from warpforge.candidate import Candidate, EvalResult
 from warpforge.config import EvalConfig
 from warpforge.errors import ConfigError
 from warpforge.evaluator import Evaluator, LocalEvaluator, PoolEvaluator
-from warpforge.propose import Proposal
+from warpforge.propose import DUPLICATE, Proposal, duplicate_of
 from warpforge.propose.llm import Completion, LLMClient, LLMError
 from warpforge.propose.parse import parse_reply, parse_review
 from warpforge.propose.prompts import PromptContext, Variant, render
@@ -39,6 +40,7 @@ from warpforge.search.best_of_n import best_of_n
 from warpforge.search.evolve import evolve
 from warpforge.search.features import features_of
 from warpforge.search.plan import Plan, Strategy, beats, incumbent, result_field
+from warpforge.search.resume import latest_run, run_keys, work_left
 from warpforge.search.retrieval import stepping_stones
 from warpforge.task import Task
 
@@ -48,7 +50,8 @@ STRATEGIES: dict[str, Strategy] = {"evolve": evolve, "best-of-n": best_of_n}
 @dataclass(frozen=True)
 class Budget:
     candidates: int = 16
-    """Proposals per task (failed replies count: they cost tokens)."""
+    """Replies per task, i.e. model calls: a failed reply and a duplicate (one repeating an earlier
+    candidate) each use one, as they cost tokens, so a model that only repeats itself still ends."""
     tokens: int | None = None
     """Prompt + completion tokens for the whole run, across tasks and resumes."""
     cost_usd: float | None = None
@@ -92,6 +95,9 @@ class TaskProgress:
     task: str
     state: str = "waiting"
     proposed: int = 0
+    """Replies with a new program or a failure; duplicates are counted apart."""
+    duplicates: int = 0
+    """Replies that repeated a program the run already had (not evaluated again)."""
     evaluated: int = 0
     correct: int = 0
     best_speedup: float | None = None
@@ -109,8 +115,11 @@ class TaskOutcome:
     best: Attempt | None
     """archive.best_attempt of the run's attempts of this task."""
     attempts: int
+    """Recorded replies of the run, duplicates not included."""
     improved: bool
     """archive.improves_on_eager(best): faster than eager PyTorch beyond the noise."""
+    duplicates: int = 0
+    """Replies that repeated a program the run already had."""
 
 
 @dataclass(frozen=True)
@@ -193,15 +202,15 @@ class Optimizer:
         return RunSummary(run_id, tuple(outcomes), stopped_by, self.totals.tokens, self.totals.cost_usd)
 
     def _claim_run(self, tasks: Sequence[Task]) -> tuple[str, RunLock]:
-        """Resume the latest unfinished run with the same configuration and tasks, else start one;
-        either way locked for this process (ConfigError, one sentence, when another one has it)."""
-        config = {**self.cfg.to_dict(), "tasks": [t.name for t in tasks], "models": [m.name for m in self.llm.specs]}
-        key = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
-        for run in reversed(self.archive.runs()):
-            if run.status != "done" and json.loads(run.config or "{}").get("key") == key:
-                lock = self.archive.lock_run(run.id)  # before its status is touched: a live run is left as it is
-                return self.archive.start_run(json.loads(run.config), self.cfg.seed, run_id=run.id), lock
-        run_id = self.archive.start_run({**config, "key": key}, self.cfg.seed)
+        """Resume the latest run with the same configuration and tasks, whatever its budget (a
+        finished one continues as far as this budget goes), else start one; either way locked
+        for this process (ConfigError, one sentence, when another one has it)."""
+        config = run_config(self.cfg, tasks, [m.name for m in self.llm.specs])
+        run = latest_run(self.archive, config)
+        if run is not None:
+            lock = self.archive.lock_run(run.id)  # before its status is touched: a live run is left as it is
+            return self.archive.start_run(json.loads(run.config), self.cfg.seed, run_id=run.id), lock
+        run_id = self.archive.start_run({**config, "key": run_keys(config)[0]}, self.cfg.seed)
         # another optimize may see the new run before we lock it: then it owns it and we refuse
         return run_id, self.archive.lock_run(run_id)
 
@@ -225,7 +234,11 @@ class Optimizer:
             before = [a for a in recorded.values() if a.step < gen_start]
             stones = stepping_stones(self.archive, task.name, task.source)
             plans = STRATEGIES[cfg.strategy](before, stones, size, gen_start // size, cfg.seed)
-            self._generation(run_id, task, {s: plans[s - gen_start] for s in slots}, progress)
+            # the previous generation's replies that repeated a program: its prompts ask for something else
+            repeated = tuple(dict.fromkeys(n for a in before if a.step >= gen_start - size
+                                           for n in [duplicate_of(a.failure)] if n is not None))
+            self._generation(run_id, task, {s: dataclasses.replace(plans[s - gen_start], repeated=repeated)
+                                            for s in slots}, progress)
         steps = self.archive.steps(run_id, task.name)
         self._show(progress, steps.values(), "done")
         return ""
@@ -254,7 +267,10 @@ class Optimizer:
                 run_id, proposal, step, parents=plan.parent_ids, island=plan.island,
                 features=features.to_dict() if features else None, language=features.language if features else "unknown")
             self.archive.drop_request(run_id, task.name, step)
-            progress.last = f"step {step}: {plan.strategy}" + (f" failed: {proposal.failure}" if proposal.failure else "")
+            repeat = duplicate_of(proposal.failure)
+            progress.last = f"step {step}: {plan.strategy}" + (
+                f" repeated candidate #{repeat}" if repeat is not None else
+                f" failed: {proposal.failure}" if proposal.failure else "")
             self._show(progress, self.archive.steps(run_id, task.name).values(), "evaluating")
             if proposal.candidate is not None:
                 attempt = self.archive.attempt(candidate_id)
@@ -312,17 +328,17 @@ class Optimizer:
             resources=_resources(current) if current else "",
             profile=json.dumps(result_field(current, "kernels", {}))[:4000] if current else "",
             variants=tuple(_variant(a) for a in plan.variants), parents=tuple(_variant(a) for a in plan.parents),
-            stepping_stones=tuple(_variant(a) for a in plan.stones))
+            stepping_stones=tuple(_variant(a) for a in plan.stones), repeated=plan.repeated)
 
     def _dedupe(self, run_id: str, task: Task, proposal: Proposal) -> Proposal:
-        """A source already evaluated for this task in this run is not evaluated again (tinygrad skips
-        duplicates); another run may be on other hardware, so its results are not reused."""
+        """A program this task's run already has (evaluated, or on its way) is recorded as a
+        duplicate of it and not evaluated again (tinygrad skips duplicates); another run may be
+        on other hardware, so its results are not reused."""
         if proposal.candidate is None:
             return proposal
         for a in self.archive.attempts(task=task.name, run_id=run_id):
-            if a.source_hash == proposal.candidate.id and a.status is not None:
-                return dataclasses.replace(proposal, candidate=None,
-                                           failure=f"the same source as candidate #{a.id}, already evaluated")
+            if a.source is not None and a.source_hash == proposal.candidate.id:
+                return dataclasses.replace(proposal, candidate=None, failure=DUPLICATE.format(id=a.id))
         return proposal
 
     def _evaluate(self, task: Task, attempt: Attempt) -> None:
@@ -384,7 +400,8 @@ class Optimizer:
         attempts = list(attempts)
         best = best_attempt(attempts)  # what archive ls/best and the report show for this run
         progress.state = state
-        progress.proposed = len(attempts)
+        progress.duplicates = sum(duplicate_of(a.failure) is not None for a in attempts)
+        progress.proposed = len(attempts) - progress.duplicates
         progress.evaluated = sum(1 for a in attempts if a.status is not None)
         progress.correct = sum(1 for a in attempts if a.correct)
         progress.best_speedup = best.speedup if best else None
@@ -394,9 +411,34 @@ class Optimizer:
         self.on_progress(progress)
 
     def _outcome(self, run_id: str, task: Task) -> TaskOutcome:
-        attempts = self.archive.attempts(task=task.name, run_id=run_id)
-        best = best_attempt(attempts)
-        return TaskOutcome(task.name, best, len(attempts), best is not None and improves_on_eager(best))
+        return _outcome(self.archive, run_id, task)
+
+
+def run_config(cfg: OptimizeConfig, tasks: Sequence[Task], models: Sequence[str]) -> dict[str, Any]:
+    """What a run is recorded with (its key, resume.py, leaves the budget out)."""
+    return {**cfg.to_dict(), "tasks": [t.name for t in tasks], "models": list(models)}
+
+
+def finished_run(archive: Archive, cfg: OptimizeConfig, tasks: Sequence[Task],
+                 models: Sequence[str]) -> RunSummary | None:
+    """The summary of this configuration's run when it finished and this budget leaves it nothing
+    to do (the model is then not asked anything); None when there is no such run or work is left
+    (Optimizer.run resumes or continues it)."""
+    run = latest_run(archive, run_config(cfg, tasks, models))
+    b = cfg.budget
+    if run is None or run.status != "done" or any(work_left(archive, run.id, t.name, b.candidates, b.target_speedup)
+                                                   for t in tasks):
+        return None
+    attempts = archive.attempts(run_id=run.id)
+    return RunSummary(run.id, tuple(_outcome(archive, run.id, t) for t in tasks), "",
+                      sum(a.tokens for a in attempts), sum(a.cost_usd or 0.0 for a in attempts))
+
+
+def _outcome(archive: Archive, run_id: str, task: Task) -> TaskOutcome:
+    attempts = archive.attempts(task=task.name, run_id=run_id)
+    best = best_attempt(attempts)
+    repeats = sum(duplicate_of(a.failure) is not None for a in attempts)
+    return TaskOutcome(task.name, best, len(attempts) - repeats, best is not None and improves_on_eager(best), repeats)
 
 
 def _candidate(attempt: Attempt) -> Candidate:

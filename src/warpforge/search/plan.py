@@ -32,6 +32,9 @@ class Plan:
     """crossover: the attempts to combine."""
     stones: tuple[Attempt, ...] = ()
     """retrieval: best attempts of other, similar tasks."""
+    repeated: tuple[int, ...] = ()
+    """Candidates the previous generation's replies repeated: the prompt says so and asks for another
+    program (set by the loop, not the strategy)."""
 
     @property
     def parent_ids(self) -> tuple[int, ...]:
