@@ -92,13 +92,11 @@ def ok(session: tuple[Path, dict[str, Any]], key: str) -> dict[str, Any]:
 
 
 def timed(verdict: dict[str, Any]) -> bool:
-    """Whether the verdict claims a speedup. On a busy machine the paired interval can stay too
-    wide, and then none is claimed and a warning says why: the tests hold either way, so they pass
-    or fail with the code, not with the machine's load."""
-    if verdict["speedup"] is None:
-        assert verdict["status"] == "correct" and any(w.startswith("timing_unstable") for w in verdict["warnings"]), verdict
-        return False
-    return True
+    """Whether the verdict has a speedup. A correct, timed result always keeps its point estimate and
+    interval (claim.py), however busy the machine: only the claim's words change with the load."""
+    timed = verdict["claim"]["verdict"] != "not_timed"
+    assert timed == (verdict["speedup"] is not None), verdict
+    return bool(timed)
 
 
 def claimed(session: tuple[Path, dict[str, Any]]) -> set[int]:
@@ -127,17 +125,14 @@ def test_get_task_gives_the_reference_shapes_tolerance_and_then_baselines(sessio
     assert "ModelNew" in task["candidate_rules"]["contract"] and "torch" in task["candidate_rules"]["allowed_imports"]
     after = ok(session, "task_after")
     assert after["baselines"]["eager_ms"] > 0
-    if claimed(session):
-        assert after["best"]["attempt_id"] in claimed(session)
-    else:  # neither claims a speedup (a busy machine): there is no best yet
-        assert after["best"] is None
+    assert claimed(session) and after["best"]["attempt_id"] in claimed(session)
 
 
 def test_an_honest_candidate_is_verified_timed_and_recorded(session: tuple[Path, dict[str, Any]]) -> None:
     verdict = ok(session, "honest")
     assert verdict["status"] == "correct" and verdict["correct"], verdict["reason"]
     assert verdict["kernels"]["kind"] == "pytorch_rewrite"
-    assert not timed(verdict) or verdict["speedup"] > 1
+    assert timed(verdict) and verdict["speedup"] > 1  # ~40x: the point estimate is above 1 under any load
     assert isinstance(verdict["attempt_id"], int) and len(verdict["candidate_id"]) == 16
     assert "samples_ms" not in verdict["timing"]["candidate"]
 
@@ -177,12 +172,10 @@ def test_history_best_and_search_read_the_archive(session: tuple[Path, dict[str,
     assert {a["status"] for a in history["attempts"]} == {"correct", "rejected", "runtime_error"}
     assert all(a["source"] and a["reason"] for a in history["attempts"])
     best = ok(session, "best")
-    if claimed(session):
-        assert best["found"] and best["best"]["status"] == "correct" and "ModelNew" in best["best"]["source"]
-        assert best["best"]["attempt_id"] in claimed(session)
-        assert best["best"]["speedup"] == history["best"]["speedup"]
-    else:  # no speedup claimed on a busy machine: no best, in both views
-        assert best["found"] is False and history["best"] is None
+    assert best["found"] and best["best"]["status"] == "correct" and "ModelNew" in best["best"]["source"]
+    assert best["best"]["attempt_id"] in claimed(session) == {a["attempt_id"] for a in history["attempts"]
+                                                               if a["status"] == "correct"}
+    assert best["best"]["speedup"] == history["best"]["speedup"] and best["best"]["claim"] == history["best"]["claim"]
     none = ok(session, "best_none")
     assert none["found"] is False and none["best"] is None
     stones = ok(session, "search")["stepping_stones"]
@@ -300,9 +293,8 @@ def test_a_server_stopped_by_a_signal_exits_at_once_and_marks_its_run_stopped(tm
         server.stdin.flush()
         if "id" in message:
             assert json.loads(server.stdout.readline())["id"] == message["id"]
-    started = time.monotonic()
     server.terminate()  # SIGTERM while its stdin is still open: the SDK's reader thread is blocked on it
-    assert server.wait(timeout=20) == 128 + 15 and time.monotonic() - started < 10
+    assert server.wait(timeout=120) == 128 + 15  # a hang guard, not a speed claim: the exit status is the point
     with Archive(archive, read_only=True) as records:
         assert [r.status for r in records.runs()] == ["stopped"] and records.attempts()[0].correct
 
@@ -371,7 +363,7 @@ def test_evaluations_on_an_executor_give_the_same_verdicts_and_records(tmp_path:
 
         assert isinstance(tools._evaluators["cpu"], PoolEvaluator)  # the workers evaluated, not a Judge here
     assert (honest["status"], honest["correct"], cheat["status"], other["correct"]) == ("correct", True, "rejected", True)
-    assert (not timed(honest) or honest["speedup"] > 0) and honest["kernels"]["kind"] == "pytorch_rewrite"
+    assert timed(honest) and honest["speedup"] > 0 and honest["kernels"]["kind"] == "pytorch_rewrite"
     with Archive(tmp_path / "pool.db", read_only=True) as archive:
         rows = archive.attempts()
         assert [(a.model, a.status) for a in rows] == [("pooled", "correct"), ("pooled", "rejected"), ("pooled", "correct")]

@@ -206,19 +206,17 @@ def test_400_is_not_retried():
 
 
 def test_a_slow_reply_times_out_and_is_retried():
+    # "fast" can only come from the second request: the first was given up (a duration here would
+    # pass or fail with the machine's load)
     with ReplayServer([{"delay_s": 2.0, "reply": "late"}, {"reply": "fast"}]) as server:
-        started = time.monotonic()
         assert openai_client(server, timeout_s=0.3).complete(MESSAGES).text == "fast"
-    assert time.monotonic() - started < 1.5
     assert len(server.requests) == 2
 
 
 def test_timeouts_every_time_give_llm_error():
     with ReplayServer([{"delay_s": 2.0, "reply": "late"}] * 2) as server:
-        started = time.monotonic()
         with pytest.raises(LLMError, match="no reply within 0.3 s"):
             openai_client(server, timeout_s=0.3, max_retries=1).complete(MESSAGES)
-    assert time.monotonic() - started < 1.5
     assert len(server.requests) == 2
 
 

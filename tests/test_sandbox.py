@@ -23,9 +23,8 @@ def env_for(tmp_path):
 
 def test_timeout_kills_infinite_loop(tmp_path):
     mod = script(tmp_path, "while True:\n    pass\n")
-    t0 = time.monotonic()
     outcome = run_child(mod, [], timeout_s=1.5, mem_limit_mb=4096, output_limit_bytes=4096, env=env_for(tmp_path))
-    assert outcome.timed_out and time.monotonic() - t0 < 10
+    assert outcome.timed_out  # killed (a negative return code is the signal), not abandoned
     assert outcome.returncode is not None and outcome.returncode < 0
 
 

@@ -143,11 +143,6 @@ class Attempt:
         timing["reference"] = timing.get("reference") or {"median_ms": self.reference_ms}
         return claim_of({**result, "status": self.status, "timing": timing})
 
-    @property
-    def reference_iqr_ms(self) -> float:
-        """The eager reference's spread in this evaluation (stored in the verdict, not a column); 0 if unknown."""
-        timing = (self.result or {}).get("timing") or {}
-        return float((timing.get("reference") or {}).get("iqr_ms") or 0.0)
 
 
 @dataclass(frozen=True)
@@ -196,15 +191,6 @@ def improves_on_eager(attempt: Attempt) -> bool:
     return attempt.timed and attempt.claim.faster
 
 
-def _no_best(attempts: Sequence[Attempt]) -> str:
-    """Why a task has no best, in words."""
-    if not attempts:
-        return "no attempts"
-    if not any(a.correct for a in attempts):
-        return "no correct attempt yet"
-    return "not timed (no correct attempt has a timing)"
-
-
 def target_reached(best: Attempt | None, target: float) -> bool:
     """THE rule for `--target-speedup`: the task's best (`best_attempt`) reaches `target` and, for a
     target above 1, is faster than eager beyond the noise. With `best_attempt` ranking such
@@ -214,7 +200,7 @@ def target_reached(best: Attempt | None, target: float) -> bool:
     return target <= 1.0 or improves_on_eager(best)
 
 
-def _positive(v: float | None) -> bool:
+def _positive(v: Any) -> bool:
     return isinstance(v, int | float) and math.isfinite(v) and v > 0
 
 
@@ -537,7 +523,8 @@ class Archive:
                 task=name, attempts=len(attempts) - repeats, evaluated=sum(a.evaluation_id is not None for a in attempts),
                 correct=sum(bool(a.correct) for a in attempts), best_speedup=best.speedup if best else None,
                 best_candidate_id=best.id if best else None, improved=best is not None and improves_on_eager(best),
-                best_claim=best.claim.words() if best else _no_best(attempts),
+                best_claim=best.claim.words() if best else "no correct attempt yet" if not any(
+                    a.correct for a in attempts) else "not timed (no correct attempt has a timing)",
                 tokens=int(tokens), cost_usd=float(cost), duplicates=repeats))
         return summaries
 
@@ -656,6 +643,5 @@ def _speedup(r: sqlite3.Row) -> float | None:
     NULL for a paired timing it called unstable, the paired point estimate kept in its result."""
     if r["speedup"] is not None or not r["correct"] or not r["result"]:
         return r["speedup"]  # type: ignore[no-any-return]
-    paired = (_from_json(r["result"]) or {}).get("paired") or {}
-    value = paired.get("speedup")
-    return float(value) if isinstance(value, int | float) and math.isfinite(value) and value > 0 else None
+    value = ((_from_json(r["result"]) or {}).get("paired") or {}).get("speedup")
+    return float(value) if value is not None and _positive(value) else None

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from warpforge.search.loop import TaskProgress
 
-COLUMNS = ("task", "state", "proposed", "evaluated", "correct", "best speedup", "improved", "duplicates",
+COLUMNS = ("task", "state", "proposed", "evaluated", "correct", "best: speed vs eager", "improved", "duplicates",
            "tokens", "cost", "last")
 PLAIN = len(COLUMNS) - 2
 """Piped lines show the columns before cost and last (last's text varies too much to line up)."""
@@ -72,8 +72,7 @@ class ProgressView:
 
 
 def _cells(p: TaskProgress) -> list[str]:
-    """One row; "best speedup" and "improved" are archive.best_attempt / improves_on_eager, as everywhere."""
-    best = f"{p.best_speedup:.2f}x" if p.best_speedup is not None else "-"
-    improved = "-" if p.best_speedup is None else ("yes" if p.improved else "no")
-    return [p.task, p.state, str(p.proposed), str(p.evaluated), str(p.correct), best, improved,
+    """One row; the best's claim and "improved" are archive.best_attempt / improves_on_eager, as everywhere."""
+    return [p.task, p.state, str(p.proposed), str(p.evaluated), str(p.correct), p.best_claim,
+            "yes" if p.improved else "no",
             str(p.duplicates), str(p.tokens), f"${p.cost_usd:.2f}", p.last]

@@ -104,6 +104,8 @@ class TaskProgress:
     """archive.best_attempt of the run's attempts so far: the number every other view shows."""
     improved: bool = False
     """That attempt passes archive.improves_on_eager."""
+    best_claim: str = "no correct attempt yet"
+    """That attempt's speed claim in words (claim.Claim.words), or why there is none."""
     tokens: int = 0
     cost_usd: float = 0.0
     last: str = ""
@@ -406,6 +408,8 @@ class Optimizer:
         progress.correct = sum(1 for a in attempts if a.correct)
         progress.best_speedup = best.speedup if best else None
         progress.improved = best is not None and improves_on_eager(best)
+        progress.best_claim = best.claim.words() if best else (
+            "no correct attempt yet" if not progress.correct else "not timed")
         progress.tokens = sum((a.prompt_tokens or 0) + (a.completion_tokens or 0) for a in attempts)
         progress.cost_usd = sum(a.cost_usd or 0.0 for a in attempts)
         self.on_progress(progress)
