@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -42,7 +43,8 @@ def fixture(name: str) -> str:
 async def _drive(archive: Path) -> dict[str, Any]:
     """One agent session; every answer is kept as (is_error, structured content)."""
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "warpforge.agent.server", "--archive", str(archive), "--device", "cpu"],
+        command=sys.executable, args=["-m", "warpforge.agent.server", "--archive", str(archive), "--device", "cpu",
+                                      "--task-dir", str(FIXTURES / "tasks")],
         env={"WARPFORGE_AGENT": AGENT, "PYTHONPATH": str(ROOT / "src")}, cwd=str(ROOT))
     out: dict[str, Any] = {}
     async with stdio_client(params) as (read, write), ClientSession(read, write, read_timeout_seconds=240) as session:
@@ -318,12 +320,14 @@ def test_evaluations_report_progress_while_they_run() -> None:
 
 def test_the_http_transport_serves_the_same_tools(tmp_path: Path) -> None:
     from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = subprocess.Popen([sys.executable, "-m", "warpforge.agent.server", "--http", str(port), "--archive",
-                               str(tmp_path / "http.db"), "--device", "cpu"], cwd=ROOT, stderr=subprocess.PIPE)
+                               str(tmp_path / "http.db"), "--device", "cpu"], cwd=ROOT, stderr=subprocess.PIPE,
+                              env={**os.environ, "WARPFORGE_MCP_TOKEN": "a-test-token-of-enough-length"})
     try:
         deadline = time.monotonic() + 60
         while True:  # wait until it listens
@@ -335,7 +339,8 @@ def test_the_http_transport_serves_the_same_tools(tmp_path: Path) -> None:
                 time.sleep(0.2)
 
         async def drive() -> tuple[set[str], Any]:
-            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write), \
+            client = create_mcp_http_client({"Authorization": "Bearer a-test-token-of-enough-length"})
+            async with client, streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=client) as (read, write), \
                     ClientSession(read, write) as session:
                 await session.initialize()
                 names = {t.name for t in (await session.list_tools()).tools}

@@ -66,13 +66,20 @@ def resolve_task_path(name_or_path: str) -> Path:
         return path
     if path.suffix == ".py" or "/" in name_or_path and not name_or_path.startswith("level"):
         raise UsageError(f"task file {name_or_path} does not exist: give a path to a .py file or a suite task name")
-    matches = [p for p in suite_paths() if _suite_name(p) == name_or_path or p.stem == name_or_path]
-    if not matches:
+    found = suite_task(name_or_path)
+    if found is None:
         raise UsageError(f"unknown task {name_or_path!r}: give a path to a task file, or one of `warpforge tasks`")
+    return found
+
+
+def suite_task(name: str) -> Path | None:
+    """The suite file named `name` (level1/softmax, or softmax when unambiguous), None if none; it
+    looks at no other path, so it is safe on a name from an untrusted request."""
+    matches = [p for p in suite_paths() if _suite_name(p) == name or p.stem == name]
     if len(matches) > 1:
         names = ", ".join(_suite_name(p) for p in matches)
-        raise UsageError(f"task name {name_or_path!r} is ambiguous ({names}): use the level/name form")
-    return matches[0]
+        raise UsageError(f"task name {name!r} is ambiguous ({names}): use the level/name form")
+    return matches[0] if matches else None
 
 
 def suite_paths(root: Path = SUITE_DIR) -> list[Path]:

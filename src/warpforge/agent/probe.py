@@ -1,18 +1,18 @@
 """The task probe: a task's input and output shapes, dtypes and work at one size preset, and the
 rest of what get_task tells an agent about a task (tolerance policy, candidate rules, roofline).
 
-`probe(task, device, size)` runs `python -m warpforge.agent.probe SPEC.json` as a sandboxed child,
-so the agent server never runs task code itself. The child builds the inputs and runs the
-reference on PyTorch's meta device, which yields shapes and dtypes without memory or arithmetic;
-a task with an op that has no meta kernel is run for real on the CPU instead, within the time
-limit. It also evaluates the task's FLOP and byte expressions, the default tolerance of each output
-and the hardware fingerprint. It times nothing (the evaluator does) and caches nothing (the caller does).
+`probe(task, device, size)` runs `python -m warpforge.agent.probe SPEC.json` as a sandboxed child
+with the candidates' allow-listed environment (no keys or tokens), so the agent server never runs
+task code itself. The child builds the inputs and runs the reference on PyTorch's meta device,
+which yields shapes and dtypes without memory or arithmetic; a task with an op that has no meta
+kernel is run for real on the CPU instead, within the time limit. It also evaluates the task's
+FLOP and byte expressions, the default tolerance of each output and the hardware fingerprint. It
+times nothing (the evaluator does) and caches nothing (the caller does).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -64,6 +64,7 @@ class TaskProbe:
 def probe(task: Task, device: str, size: str, allow_tf32: bool = False) -> TaskProbe:
     """Shapes, dtypes, tolerances, work and hardware of `task` at size preset `size` on `device`.
     TaskError when the task cannot be built; HarnessError when the probe itself dies."""
+    from warpforge.evaluate import jail
     from warpforge.evaluate.sandbox import run_child
 
     workdir = Path(tempfile.mkdtemp(prefix="warpforge-probe-"))
@@ -71,7 +72,7 @@ def probe(task: Task, device: str, size: str, allow_tf32: bool = False) -> TaskP
         spec = workdir / "spec.json"
         spec.write_text(json.dumps({"task_path": str(task.path), "sizes": task.sizes(size), "device": device,
                                     "allow_tf32": allow_tf32}))
-        env = dict(os.environ)
+        env = jail.environment()  # the candidates' allow-list: task code sees no keys or tokens
         if device == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""
         outcome = run_child("warpforge.agent.probe", [str(spec)], timeout_s=PROBE_TIMEOUT_S,

@@ -1,16 +1,19 @@
 """`warpforge mcp`: the agent tools served over the Model Context Protocol (the official `mcp` SDK).
 
 stdio by default (the agent's client starts this process and talks over its stdin/stdout);
-`--http HOST:PORT` serves streamable HTTP at /mcp instead, on 127.0.0.1 unless a host is named.
-Each tool is a thin wrapper over `AgentTools` (tools.py): its dict goes back as structured content
-and as JSON text, flagged as an error when it is {"error": ...}. This module holds the
-descriptions an agent reads; it evaluates nothing itself. Run it as
+`--http HOST:PORT` serves streamable HTTP at /mcp instead, every request checked for a bearer
+token first (`serve_http`). Each tool is a thin wrapper over `AgentTools` (tools.py): its dict goes
+back as structured content and as JSON text, flagged as an error when it is {"error": ...}, whose
+message names no host path (requests are untrusted). This module holds the descriptions an agent
+reads; it evaluates nothing itself. Run it as
 `python -m warpforge.agent.server [--archive PATH] [--device cpu|cuda] [--http HOST:PORT]` too.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -22,8 +25,11 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from warpforge.agent.tools import AgentTools
+from warpforge.errors import ConfigError
 
 INSTRUCTIONS = """\
 warpforge verifies and times GPU kernels (KernelBench format) honestly and keeps every attempt in an archive.
@@ -38,7 +44,8 @@ PROGRESS_EVERY_S = 5.0
 """Progress notifications while an evaluation runs (a cold CUDA build takes a minute): clients that
 reset their request timeout on progress then wait for it instead of giving up after 60 s."""
 
-TASK = Annotated[str, Field(description="a suite task name such as level1/softmax (see list_tasks), or a task file path")]
+TASK = Annotated[str, Field(description="a suite task name such as level1/softmax (see list_tasks), a task recorded in "
+                                          "the archive, or the path of a task file in a folder this server allows")]
 SOURCE = Annotated[str, Field(description="the full Python source of the candidate file, defining class ModelNew")]
 DEVICE = Annotated[str | None, Field(description="cpu or cuda; default: the server's device (cuda when a GPU is visible)")]
 
@@ -84,7 +91,11 @@ get_task) restricts it to timings from one machine: speedups from different mach
 
 
 def build_server(tools: AgentTools) -> MCPServer[Any]:
-    """An MCP server whose tools call `tools`; the caller runs it and closes `tools` afterwards."""
+    """An MCP server whose tools call `tools`; the caller runs it and closes `tools` afterwards.
+    Its clients are untrusted, so `tools` must confine task files to its `task_dirs`."""
+    if tools.task_dirs is None:
+        raise ConfigError("MCP requests are untrusted: give AgentTools task_dirs (the folders whose task files they "
+                          "may name; () for suite and archived tasks only)")
     server: MCPServer[Any] = MCPServer("warpforge", instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
@@ -150,8 +161,59 @@ async def with_progress(ctx: Context, work: Callable[[], dict[str, Any]],
 _EVALUATOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warpforge-evaluator")
 
 
+class RequireToken:
+    """ASGI middleware: a request without the header `Authorization: Bearer TOKEN` is answered 401
+    and reaches nothing behind it (no session, no tool call)."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app, self.token = app, token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" or self._authorized(scope):
+            await self.app(scope, receive, send)
+        elif scope["type"] == "http":
+            await PlainTextResponse(UNAUTHORIZED, 401, {"WWW-Authenticate": "Bearer"})(scope, receive, send)
+        else:  # a WebSocket, closed before it is accepted (the client sees 403)
+            await send({"type": "websocket.close", "code": 1008})
+
+    def _authorized(self, scope: Scope) -> bool:
+        header = dict(scope.get("headers") or ()).get(b"authorization", b"")
+        scheme, _, given = header.partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self.token)  # constant time
+
+
+UNAUTHORIZED = ("warpforge mcp needs the header 'Authorization: Bearer TOKEN': the token warpforge printed when it "
+                "started, or the server's $WARPFORGE_MCP_TOKEN\n")
+
+
+def serve_http(server: MCPServer[Any], host: str, port: int, token: str) -> None:
+    """Serve streamable HTTP at http://HOST:PORT/mcp until a signal stops it; every request must carry the token."""
+    import uvicorn
+
+    app = RequireToken(server.streamable_http_app(host=host), token)  # the SDK's app, as server.run would build it
+    anyio.run(uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve)
+
+
+# A word up to a space, quote or separator: one with two slashes or more is a path (a suite name
+# such as level1/softmax has one), and an error shows only its last part.
+_WORD = re.compile(r"[^\s'\"`:;,()<>\[\]{}]+")
+
+
+def _without_paths(message: str) -> str:
+    """An error message with each path cut to its file name: whether a path exists, or where the
+    server keeps its archive and tasks, is none of a client's business."""
+
+    def cut(word: re.Match[str]) -> str:
+        url = word[0].startswith("//") and message[word.start() - 1:word.start()] == ":"
+        return word[0] if word[0].count("/") < 2 or url else word[0].rstrip("/").rsplit("/", 1)[-1]
+
+    return _WORD.sub(cut, message)
+
+
 def _result(payload: dict[str, Any]) -> CallToolResult:
     """The tool's dict as structured content and as JSON text (for clients that show only text)."""
+    if "error" in payload:
+        payload = {"error": {**payload["error"], "message": _without_paths(str(payload["error"].get("message")))}}
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(payload, indent=1))],
                           structured_content=payload, is_error="error" in payload)
 

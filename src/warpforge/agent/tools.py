@@ -6,7 +6,9 @@ closed first), records every evaluation in the archive as strategy "agent" withi
 session, and answers history, best-kernel and stepping-stone questions from the archive. Every
 tool returns a JSON-ready dict; a bad request is {"error": {"code", "message"}}, never an
 exception. Nothing here runs task or candidate code: candidates run in the evaluator's sandboxed
-children, shapes come from a probe child (probe.py). MCP types live in server.py, flags in warpforge.cli.agent.
+children, shapes come from a probe child (probe.py). A session serving untrusted requests (MCP) is
+given `task_dirs`: its task arguments may then name suite tasks, archived tasks and task files
+under those folders only. MCP types live in server.py, flags in warpforge.cli.agent.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import sys
 import threading
 import traceback
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec
 
@@ -34,7 +36,7 @@ from warpforge.evaluator import Evaluator, LocalEvaluator, PoolEvaluator
 from warpforge.propose import Proposal
 from warpforge.search.features import features_of
 from warpforge.search.retrieval import similarity, stepping_stones
-from warpforge.task import Task, load_task, suite_paths
+from warpforge.task import Task, load_task, suite_paths, suite_task
 
 MAX_SOURCE_BYTES = 1 << 20
 """A candidate larger than 1 MiB is refused before anything is recorded: real kernels are a few KiB."""
@@ -108,14 +110,17 @@ class AgentTools:
 
     `device` is the default for evaluations (None: CUDA when a GPU is visible, else the CPU);
     `agent_name` is recorded as the model of every attempt; `eval_config` sets everything else
-    about evaluations. Thread-safe: evaluations and probes run one at a time (they must not
+    about evaluations. `task_dirs`: the folders whose task files requests may name, for a session
+    whose requests are untrusted (MCP); None lets them name any file (the operator's own CLI verbs
+    and code). Thread-safe: evaluations and probes run one at a time (they must not
     disturb each other's timings); archive queries run alongside. Close it (or use `with`) to stop
     the warm evaluators and mark the session's run done.
     """
 
     def __init__(self, archive_path: str | Path, *, device: str | None = None, agent_name: str = "agent",
                  interface: str = "mcp", eval_config: EvalConfig | None = None, max_judges: int = MAX_JUDGES,
-                 executor: str | None = None, workers: int | None = None, ray_address: str | None = None) -> None:
+                 executor: str | None = None, workers: int | None = None, ray_address: str | None = None,
+                 task_dirs: Sequence[str | Path] | None = None) -> None:
         if device not in (None, *DEVICES):
             raise ConfigError(f"device must be cpu or cuda, not {device!r}")
         self.archive_path = Path(archive_path)
@@ -127,6 +132,7 @@ class AgentTools:
         if executor not in (None, "local", "ray"):
             raise ConfigError(f"executor must be local or ray, not {executor!r}")
         self.executor, self.workers, self.ray_address = executor, workers, ray_address
+        self.task_dirs = None if task_dirs is None else tuple(Path(d).resolve() for d in task_dirs)
         self._evaluators: dict[str, Evaluator] = {}  # device -> its evaluator (evaluator.py)
         self._record_lock = threading.Lock()
         self._archive_handle: Archive | None = None
@@ -306,12 +312,17 @@ class AgentTools:
 
     def _task(self, name: str) -> Task:
         """A task to run: a suite name, a task file, or a task only the archive holds (written out to a file)."""
-        from warpforge.cli.optimize import load_tasks
+        from warpforge.cli.optimize import archived_task, load_tasks
 
         if not name or not name.strip():
             raise Refused("unknown_task", "no task given: pass a suite task name such as level1/softmax (see "
                                           "list_tasks) or the path of a task file")
         archive = self._archive()
+        if self.task_dirs is not None:  # an untrusted request: no folders, no paths outside task_dirs
+            found = self._file_task(name) or (archived_task(archive, name) if archive else None)
+            if found is None:
+                raise Refused("unknown_task", _unknown(name))
+            return found
         try:
             tasks = load_tasks([name], archive) if archive else [load_task(name)]
         except TaskError:
@@ -326,17 +337,36 @@ class AgentTools:
         """(name, reference source) of a task to look up: loadable here, or recorded in the archive."""
         if not name or not name.strip():
             raise Refused("unknown_task", _unknown(name))
-        try:
-            task = load_task(name)
+        task = self._file_task(name)
+        if task is not None:
             return task.name, task.source
-        except TaskError:
-            raise
-        except UsageError:
-            archive = self._archive()
-            source = archive.task_source(name) if archive else None
-            if source is None and not (archive and name in archive.tasks()):
-                raise Refused("unknown_task", _unknown(name)) from None
-            return name, source or ""
+        archive = self._archive()
+        source = archive.task_source(name) if archive else None
+        if source is None and not (archive and name in archive.tasks()):
+            raise Refused("unknown_task", _unknown(name))
+        return name, source or ""
+
+    def _file_task(self, name: str) -> Task | None:
+        """The task in the file `name` names, None if there is none this session may read: any file
+        for a trusted session; otherwise a suite task, or a .py file inside task_dirs (symbolic links
+        resolved). A path outside them is None whether or not it exists, so a refusal reveals nothing."""
+        if self.task_dirs is None:
+            try:
+                return load_task(name)
+            except TaskError:
+                raise
+            except UsageError:
+                return None
+        path = suite_task(name)
+        if path is None:
+            try:
+                path = Path(name).resolve()
+            except (OSError, ValueError, RuntimeError):  # a NUL byte, a link loop: no task either way
+                return None
+            inside = path.suffix == ".py" and any(path.is_relative_to(d) for d in self.task_dirs)
+            if not (inside and path.is_file()):
+                return None
+        return load_task(path)
 
     def _evaluator(self, config: EvalConfig) -> Evaluator:
         """The device's evaluator, started on first use: in process, a warm Judge per task (one
@@ -390,7 +420,8 @@ class AgentTools:
 
 def _unknown(name: str) -> str:
     return (f"unknown task {name!r}: give a suite task name such as level1/softmax (see list_tasks or "
-            "`warpforge agent tasks`), the path of a task file, or a task recorded in the archive")
+            "`warpforge agent tasks`), the path of a task file (over MCP, one in a folder the server was given "
+            "with --task-dir), or a task recorded in the archive")
 
 
 def _check_source(source: str) -> None:

@@ -1,17 +1,22 @@
 """`warpforge mcp` and `warpforge agent task|eval|profile|history|search|best|tasks`: argument parsing only.
 
-`mcp` serves the agent tools (tools.py) over MCP (server.py); `agent VERB` calls one tool and
-prints its dict as one JSON object on stdout. Exit codes: 0 success; 1 a negative result (a
-candidate not correct, no verified kernel yet, the harness failing); 2 a usage error, with one
-sentence on stderr. The device comes from --device, else WARPFORGE_DEVICE, else CUDA when a GPU
-is visible; the agent's name from --agent-name, else WARPFORGE_AGENT, else "agent".
+`mcp` serves the agent tools (tools.py) over MCP (server.py) to untrusted clients: task files only
+from --task-dir folders, and over HTTP a bearer token (from WARPFORGE_MCP_TOKEN, else made up and
+printed at start) and loopback unless --allow-remote. `agent VERB` calls one tool (for the
+operator: any task file) and prints its dict as one JSON object on stdout. Exit codes: 0
+success; 1 a negative result (a candidate not correct, no verified kernel yet, the harness
+failing); 2 a usage error, with one sentence on stderr. The device comes from --device, else
+WARPFORGE_DEVICE, else CUDA when a GPU is visible; the agent's name from --agent-name, else
+WARPFORGE_AGENT, else "agent".
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
+import secrets
 import signal
 import sys
 from pathlib import Path
@@ -20,6 +25,9 @@ from typing import Any
 from warpforge.cli.archive import DEFAULT_ARCHIVE
 
 NO_MCP = "warpforge mcp needs the MCP SDK (mcp 2 or later): pip install 'warpforge[agent]'"
+TOKEN_ENV = "WARPFORGE_MCP_TOKEN"
+MIN_TOKEN_CHARS = 16
+"""A chosen token shorter than this is refused: the generated one (secrets.token_urlsafe(32)) has 43."""
 
 
 def add_agent_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -75,7 +83,13 @@ def add_executor_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_mcp_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--http", metavar="HOST:PORT",
-                   help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (PORT alone: on 127.0.0.1)")
+                   help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (PORT alone: on 127.0.0.1); "
+                        f"clients send 'Authorization: Bearer TOKEN' (${TOKEN_ENV}, else a token printed at start)")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="let --http listen on an address other machines can reach (the token is still required)")
+    p.add_argument("--task-dir", action="append", default=[], metavar="DIR",
+                   help="a folder whose task files clients may name (repeatable); without it, suite and archived "
+                        "tasks only")
     p.add_argument("--archive", default=DEFAULT_ARCHIVE, help=f"archive file (default: ./{DEFAULT_ARCHIVE})")
     p.add_argument("--device", choices=["cpu", "cuda"],
                    help="default device for evaluations: $WARPFORGE_DEVICE, else cuda when a GPU is visible")
@@ -95,6 +109,40 @@ def parse_http(value: str) -> tuple[str, int]:
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise UsageError(f"--http {value!r}: give HOST:PORT or PORT, e.g. --http 127.0.0.1:8765")
     return host, int(port)
+
+
+def _check_remote(http: tuple[str, int], allowed: bool) -> None:
+    """Only this machine may connect unless the operator says otherwise: a token can leak, a loopback bind cannot."""
+    from warpforge.errors import UsageError
+
+    host = http[0]
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to any address
+        loopback = False
+    if not loopback and not allowed:
+        raise UsageError(f"--http {host}:{http[1]} accepts connections from other machines: pass --allow-remote as "
+                         "well (clients still need the token), or listen on 127.0.0.1")
+
+
+def _task_dirs(dirs: list[str]) -> tuple[Path, ...]:
+    from warpforge.errors import UsageError
+
+    for d in dirs:
+        if not Path(d).is_dir():
+            raise UsageError(f"--task-dir {d} is not a folder: give a folder of task files")
+    return tuple(Path(d) for d in dirs)
+
+
+def _token() -> tuple[str, bool]:
+    """The HTTP bearer token and whether the operator chose it ($WARPFORGE_MCP_TOKEN), else a new random one."""
+    from warpforge.errors import UsageError
+
+    chosen = os.environ.get(TOKEN_ENV, "").strip()
+    if chosen and len(chosen) < MIN_TOKEN_CHARS:
+        raise UsageError(f"${TOKEN_ENV} is {len(chosen)} characters: use at least {MIN_TOKEN_CHARS}, such as the "
+                         "output of: python -c 'import secrets; print(secrets.token_urlsafe())'")
+    return (chosen, True) if chosen else (secrets.token_urlsafe(32), False)
 
 
 def _check_port(host: str, port: int) -> None:
@@ -126,7 +174,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         device = _device(args.device)
         http = parse_http(args.http) if args.http else None
         if http is not None:
+            _check_remote(http, args.allow_remote)
             _check_port(*http)
+        task_dirs = _task_dirs(args.task_dir)
+        token, chosen = _token() if http is not None else ("", False)
         if device == "cuda":
             from warpforge.config import require_cuda
 
@@ -138,7 +189,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from warpforge.config import EvalConfig
 
     tools = AgentTools(args.archive, device=device, agent_name=_agent_name(args), interface="mcp",
-                       eval_config=EvalConfig(sandbox=sandbox_from_args(args)), executor=args.executor, workers=args.workers, ray_address=args.ray_address)
+                       eval_config=EvalConfig(sandbox=sandbox_from_args(args)), executor=args.executor, workers=args.workers, ray_address=args.ray_address,
+                       task_dirs=task_dirs)
     server = build_server(tools)
 
     def stop(signum: int, frame: Any) -> None:
@@ -154,8 +206,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         if http is None:
             server.run("stdio")  # returns when the client closes our stdin
         else:
-            print(f"warpforge: serving MCP at http://{http[0]}:{http[1]}/mcp (archive {args.archive})", file=sys.stderr)
-            server.run("streamable-http", host=http[0], port=http[1])
+            from warpforge.agent.server import serve_http
+
+            shown = f"${TOKEN_ENV}" if chosen else f"{token} (new at each start; set {TOKEN_ENV} to choose one)"
+            print(f"warpforge: serving MCP at http://{http[0]}:{http[1]}/mcp (archive {args.archive}); clients must send "
+                  f"the header 'Authorization: Bearer TOKEN', TOKEN = {shown}", file=sys.stderr)
+            serve_http(server, http[0], http[1], token)
     finally:
         tools.close()
     return 0

@@ -165,14 +165,25 @@ def load_tasks(names: list[str], archive: Archive) -> list[Task]:
         try:
             tasks.extend(tasks_named(name))
         except UsageError:
-            source = archive.task_source(name)
-            if source is None or Path(name).is_dir():
+            stored = None if Path(name).is_dir() else archived_task(archive, name)
+            if stored is None:
                 raise
-            stored = Path(f"{archive.path}.tasks") / f"{name.replace('/', '__')}.py"
-            stored.parent.mkdir(parents=True, exist_ok=True)
-            stored.write_text(source)
-            tasks.append(load_task(stored))
+            tasks.append(stored)
     return list({t.name: t for t in tasks}.values())
+
+
+def archived_task(archive: Archive, name: str) -> Task | None:
+    """The task the archive holds under `name`, written out beside the archive (task code runs from
+    a file); None if it holds none."""
+    from warpforge.task import load_task
+
+    source = archive.task_source(name)
+    if source is None:
+        return None
+    stored = Path(f"{archive.path}.tasks") / f"{name.replace('/', '__')}.py"
+    stored.parent.mkdir(parents=True, exist_ok=True)
+    stored.write_text(source)
+    return load_task(stored)
 
 
 def _prices(items: list[str]) -> dict[str, tuple[float, float]]:
