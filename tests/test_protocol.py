@@ -47,7 +47,10 @@ def test_every_message_crosses_the_channel_as_json_and_back() -> None:
                protocol.CompileFailed("SyntaxError: x", "trace"), protocol.Verified(["a.pt"], [["Tensor"]]),
                protocol.FirstRound({"median_ms": 1.0}, [[0, [1.5]]], 1), protocol.Round({"median_ms": 1.0}, []),
                protocol.Profiled({"kind": "custom_kernel"}), protocol.Done(), protocol.Refused("no"),
-               protocol.Crashed("ValueError: v", "t"), protocol.Loaded(2.0, None, {"gpu": "H100"}),
+               protocol.Crashed("ValueError: v", "t"), protocol.Crashed("TypeError: t", "", "ModelNew(*init_inputs)"),
+               protocol.WrongOutputs("the output has shape (3,); the reference's is (4,)"),
+               protocol.HarnessFailed("IndexError: i (in warpforge/evaluate/inputs.py:1 in f)", "t"),
+               protocol.Loaded(2.0, None, {"gpu": "H100"}),
                protocol.Baseline("eager", {"median_ms": 1.0}), protocol.BaselineFailed("torch_compile", "boom"),
                protocol.ReferenceReady(["torch.float32"], [[[1e-7, 1e-6]]], [], [16], 3, 2, 64), protocol.Drawn(),
                protocol.Compared(True, "ok", 0.0, 0.0, [[{"values": [1.0], "norm": 1.0, "scale": 1.0}]]),
@@ -107,12 +110,15 @@ def test_the_stage_runner_stops_every_exception_at_the_stage_boundary() -> None:
     assert ok.value == 42 and ok.error is None and ok.seconds >= 0
     assert channel.posted == [protocol.StageEntered("verify")]
 
-    def leave() -> None:
-        raise SystemExit(0)  # candidate code may try to end the process: a crash, not an exit
+    class Leaves:
+        def __call__(self) -> None:
+            raise SystemExit(0)  # candidate code may try to end the process: a crash, not an exit
 
-    crashed = worker._stage(channel, None, leave)  # type: ignore[arg-type]
+    crashed = worker._stage(channel, None, lambda: worker._forward(Leaves(), []))  # type: ignore[arg-type]
     assert isinstance(crashed.error, SystemExit) and "SystemExit" in crashed.trace
-    assert crashed.ending() == protocol.Crashed("SystemExit: 0", crashed.trace)
+    ending = crashed.ending()
+    assert isinstance(ending, protocol.Crashed) and ending.message == "SystemExit: 0" and ending.call == "forward()"
+    assert "in __call__" in ending.trace and "warpforge/" not in ending.trace  # from the candidate's call inward
     assert len(channel.posted) == 1  # None: no new stage entered
 
     def refuse() -> None:

@@ -11,8 +11,12 @@ failures and the user's: a bad path, a malformed task, a missing toolchain.
      ├── HarnessError              the evaluator itself broke      (CLI exit code 1)
      │    └── WorkerLost           an executor's worker died mid-job (becomes a `crashed` result)
      ├── LLMError                  an LLM request failed for good  (CLI exit code 1)
-     └── Rejected                  inside a candidate's process only: the candidate broke a rule;
-                                   it becomes the child's "rejected" message, never leaves it
+     ├── Rejected                  inside a candidate's process only: the candidate broke a rule;
+     │                             it becomes the child's "rejected" message, never leaves it
+     ├── MisshapenOutputs          inside a candidate's process only: forward()'s outputs are not
+     │                             the reference's count, shape or dtype ("wrong_outputs" message)
+     └── CandidateFault            inside a candidate's process only: the harness found a fault in
+                                   the candidate (no ModelNew class); a "runtime_error" message
 """
 
 
@@ -52,3 +56,13 @@ class LLMError(WarpforgeError):
 class Rejected(WarpforgeError):
     """Raised in a candidate's process when the candidate did something the policy forbids; the
     message says what. The process reports it as a "rejected" message; it never reaches the parent."""
+
+
+class MisshapenOutputs(WarpforgeError):
+    """Raised in a candidate's process when forward() returned outputs that cannot be the
+    reference's (their count, a non-tensor, a shape or dtype), before the harness touches them."""
+
+
+class CandidateFault(WarpforgeError):
+    """Raised in a candidate's process for a fault the harness found in the candidate's code (no
+    ModelNew class), as opposed to an exception the candidate's code raised."""

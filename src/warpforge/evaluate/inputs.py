@@ -5,7 +5,8 @@ floating-point tensors' values with one distribution; integer and boolean tensor
 touched (they are indices, targets, masks). The default transforms keep every element's
 sign, so tasks that need positive inputs stay valid; a task can name its own list in
 WARPFORGE["input_dists"]. Fingerprints are cheap summaries of an output (its float64 norm
-and values at fixed random positions) used to check timed calls without copying them out.
+and values at fixed random positions) used to check timed calls without copying them out;
+`output_problem` checks an output's structure before anything indexes it.
 """
 
 from __future__ import annotations
@@ -109,3 +110,36 @@ def _raw(t: torch.Tensor) -> torch.Tensor:
 def split_outputs(out: Any) -> list[Any]:
     """A forward may return one tensor or a tuple/list of them; always work with a list."""
     return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def output_problem(outs: list[Any], expected: list[tuple[list[int], str]] | None, least: list[int]) -> str | None:
+    """Why one forward's outputs (as split_outputs lists them) cannot be the reference's, else None:
+    their count, an output that is no tensor, its shape or dtype (`expected`: the reference's
+    [shape, dtype] per output; None where unknown), or too few elements for `least` (one more than
+    the largest secret fingerprint position of each output: the harness indexes the outputs there,
+    so this check comes before anything touches them)."""
+    if len(outs) != len(least):
+        return f"forward() returned {_count(len(outs))}; the reference returns {_count(len(least))}"
+    for j, (o, need) in enumerate(zip(outs, least)):
+        label = "the output" if len(least) == 1 else f"output {j}"
+        if not isinstance(o, torch.Tensor):
+            return f"{label} is a {type(o).__name__}, not a tensor"
+        if expected is not None and j < len(expected):
+            shape, dtype = tuple(expected[j][0]), str(expected[j][1])
+            if tuple(o.shape) != shape:
+                return f"{label} has shape {tuple(o.shape)}; the reference's is {shape}"
+            if str(o.dtype) != dtype:
+                return f"{label} has dtype {o.dtype}; the reference's is {dtype}"
+        if o.numel() < need:
+            return f"{label} has {o.numel()} elements, fewer than the reference's"
+    return None
+
+
+def _count(n: int) -> str:
+    return f"{n} output" if n == 1 else f"{n} outputs"
+
+
+def output_structure(outs: list[torch.Tensor], dtypes: list[torch.dtype]) -> list[tuple[list[int], str]]:
+    """Each reference output's [shape, dtype] (the task's own dtype, not float64's), as
+    `output_problem` reads them."""
+    return [(list(o.shape), str(d)) for o, d in zip(outs, dtypes)]

@@ -20,7 +20,8 @@ the message's fields); the parent writes requests on the child's stdin. For one 
                                <-- TimeRound (paired rounds)        <-- Round ... ("again" each)
     Timed: timing                   -->   "end" -->
                                                                     <-- StageEntered profile; Profiled: kernels
-                                                                    <-- Done | Refused | Crashed
+                                                                    <-- Done | Refused | Crashed | WrongOutputs
+                                                                        | HarnessFailed
     TaskFailed (any time: the task's own code failed)
 
 The verdict is made in the parent (verdict.decide) from `Evidence.of(outcome)` and the
@@ -42,11 +43,11 @@ from warpforge.evaluate.sandbox import ChildOutcome
 from warpforge.evaluate.verify import Comparison, RefSummary
 
 CandidateKind = Literal["ready", "stage", "compiled", "compile_error", "verified", "bench", "bench_round", "profile",
-                        "done", "rejected", "runtime_error"]
+                        "done", "rejected", "runtime_error", "wrong_outputs", "harness_error"]
 ReferenceKind = Literal["loaded", "baseline", "baseline_error", "reference", "drawn", "compared", "timed", "task_error"]
 CANDIDATE_KINDS: frozenset[str] = frozenset(get_args(CandidateKind))
 REFERENCE_KINDS: frozenset[str] = frozenset(get_args(ReferenceKind))
-ENDS = ("done", "rejected", "runtime_error")
+ENDS = ("done", "rejected", "runtime_error", "wrong_outputs", "harness_error")
 """The messages that end a candidate process's work."""
 
 # bound now: the candidate's process sends these messages, and its Guard watches this module's
@@ -149,9 +150,33 @@ class Refused(Message):
 
 @dataclasses.dataclass(frozen=True)
 class Crashed(Message):
-    """The candidate's code raised."""
+    """The candidate's code raised (its traceback from the candidate's call inward, no harness
+    frame), or the harness found a fault in it (`call` empty, the message says what)."""
 
     KIND: ClassVar[str] = "runtime_error"
+    message: str
+    trace: str = ""
+    call: str = "forward()"
+    """What raised: "ModelNew(*init_inputs)", "forward()", "the candidate's code" (a method of
+    its module the harness called), "device" (an error of its device work that surfaced later,
+    at a synchronisation or an allocation), or "" (a fault the harness found)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WrongOutputs(Message):
+    """forward() returned outputs that cannot be the reference's: their count, a non-tensor, a
+    shape or a dtype (inputs.output_problem); found before the harness touched them."""
+
+    KIND: ClassVar[str] = "wrong_outputs"
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class HarnessFailed(Message):
+    """The harness's own code raised in the candidate's process, with no candidate call on the
+    traceback: a warpforge bug, not the candidate's error."""
+
+    KIND: ClassVar[str] = "harness_error"
     message: str
     trace: str = ""
 
@@ -243,7 +268,7 @@ class TaskFailed(Message):
 
 MESSAGES: dict[str, type[Message]] = {cls.KIND: cls for cls in (
     Ready, StageEntered, Compiled, CompileFailed, Verified, FirstRound, Round, Profiled, Done, Refused, Crashed,
-    Loaded, Baseline, BaselineFailed, ReferenceReady, Drawn, Compared, Timed, TaskFailed)}
+    WrongOutputs, HarnessFailed, Loaded, Baseline, BaselineFailed, ReferenceReady, Drawn, Compared, Timed, TaskFailed)}
 assert set(MESSAGES) == CANDIDATE_KINDS | REFERENCE_KINDS
 
 
@@ -370,7 +395,7 @@ class CandidateSpec:
     compile_only: bool = False
     """A compile-pool job: import the candidate (filling the compile cache) and stop."""
     inputs_path: str = ""
-    """The draw's file: init inputs, every input set, the reference's weights."""
+    """The draw's file: init inputs, every input set, the reference's weights and its outputs' shapes and dtypes."""
     workdir: str = ""
     """Where the verified outputs go (out_<i>.pt)."""
     init_seed: int = 0
@@ -401,10 +426,12 @@ class CandidateSpec:
 
 @dataclasses.dataclass(frozen=True)
 class Failure:
-    """A `compile_error` or `runtime_error`: the exception's one-line message and its traceback."""
+    """A `compile_error`, `runtime_error` or `harness_error`: the exception's one-line message, its
+    traceback, and (a runtime error) what raised (Crashed.call)."""
 
     message: str
     trace: str = ""
+    call: str = "forward()"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -431,6 +458,9 @@ class Evidence:
     compile_error: Failure | None = None
     rejected: str | None = None
     runtime_error: Failure | None = None
+    wrong_outputs: str | None = None
+    """Why forward()'s outputs cannot be the reference's (WrongOutputs)."""
+    harness_error: Failure | None = None
     done: bool = False
     verified: int = 0
     bench: BenchReport | None = None
@@ -466,18 +496,20 @@ class Evidence:
             first.setdefault(message.KIND, message)
         compile_error, refused, crashed = first.get("compile_error"), first.get("rejected"), first.get("runtime_error")
         bench, profile = first.get("bench"), first.get("profile")
+        wrong = first.get("wrong_outputs")
         return cls(
             stages=tuple(stages), end_times=tuple(ends), compile_error=_failure(compile_error),
             rejected=str(refused.message) if isinstance(refused, Refused) else None,
-            runtime_error=_failure(crashed), done="done" in first, verified=verified,
+            runtime_error=_failure(crashed), wrong_outputs=str(wrong.message) if isinstance(wrong, WrongOutputs) else None,
+            harness_error=_failure(first.get("harness_error")), done="done" in first, verified=verified,
             bench=_bench_report(bench) if bench is not None else None, rounds=tuple(rounds),
             profile=profile.kernels if isinstance(profile, Profiled) and isinstance(profile.kernels, dict) else None)
 
 
 def _failure(message: Message | None) -> Failure | None:
-    if not isinstance(message, (CompileFailed, Crashed)):
+    if not isinstance(message, (CompileFailed, Crashed, HarnessFailed)):
         return None
-    return Failure(str(message.message), str(message.trace))
+    return Failure(str(message.message), str(message.trace), str(message.call) if isinstance(message, Crashed) else "")
 
 
 def _bench_report(message: Message | None) -> BenchReport:

@@ -35,7 +35,7 @@ from warpforge.errors import TaskError, WarpforgeError
 from warpforge.evaluate import state as module_state
 from warpforge.evaluate import bench, hardware, shared
 from warpforge.evaluate.inputs import (DEFAULT_DISTS, apply_distribution, fast_serialization, fingerprint, inputs_changed,
-                                       split_outputs)
+                                       output_structure, split_outputs)
 from warpforge.evaluate import debug
 from warpforge.evaluate.presets import fit_globals
 from warpforge.evaluate.protocol import (Baseline, BaselineFailed, Compare, Compared, Draw, Drawn, Loaded, ReferenceReady,
@@ -184,7 +184,10 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
         sent = [[x.cpu() if isinstance(x, torch.Tensor) else x for x in shared.export(t, exported)] for t in trials]
     else:
         sent = [[x.cpu() if isinstance(x, torch.Tensor) else x for x in t] for t in trials]
-    torch.save({"init_inputs": init_inputs, "trials": sent, "state_dict": state}, request.inputs_path)
+    # the outputs' shapes and dtypes (no secret: the task's program says them) let the candidate's
+    # process name a misshapen output before it indexes one (inputs.output_problem)
+    torch.save({"init_inputs": init_inputs, "trials": sent, "state_dict": state,
+                "output_structure": output_structure(outputs64[0], native_dtypes)}, request.inputs_path)
     del sent
     parts["reference_hand_over"] = time.monotonic() - started
     channel.post(ReferenceReady(

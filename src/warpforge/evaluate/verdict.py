@@ -19,7 +19,7 @@ from warpforge.candidate import EvalResult, Stage, Status, Timing
 from warpforge.config import EvalConfig
 from warpforge.evaluate import compile as compile_mod
 from warpforge.evaluate.paired import Rounds
-from warpforge.evaluate.protocol import Compared, Evidence, Loaded, ParentView
+from warpforge.evaluate.protocol import Compared, Evidence, Failure, Loaded, ParentView
 from warpforge.evaluate.sandbox import ChildOutcome
 from warpforge.evaluate.verify import Comparison, RefSummary, Tolerance, compare_fingerprint, thin_margin_note
 
@@ -111,12 +111,16 @@ def decide(outcome: ChildOutcome, view: ParentView, reference: Reference, cfg: E
     if outcome.out_of_memory:
         return with_verdict(common, "crashed", f"killed during the {stage} stage for using more than {cfg.mem_limit_gb:g} GB of "
                           "host memory", stage)
+    if evidence.wrong_outputs is not None:  # found before the harness touched the outputs
+        return with_verdict(common, "incorrect", evidence.wrong_outputs[:500], stage)
     if comparison is not None and not comparison.ok:
         return with_verdict(common, "incorrect", comparison.reason, "verify")
     if evidence.runtime_error is not None:
-        return with_verdict(common, "runtime_error", f"forward() raised during the {stage} stage: "
-                            f"{evidence.runtime_error.message[:500]}", stage,
+        return with_verdict(common, "runtime_error", _raised(evidence.runtime_error, stage), stage,
                             compile_log=compile_mod.summarize_errors(evidence.runtime_error.trace))
+    if evidence.harness_error is not None:  # not the candidate's error: no traceback is shown as its
+        return with_verdict(common, "crashed", f"the harness itself failed during the {stage} stage (a warpforge error, "
+                            f"not the candidate's; please report it): {evidence.harness_error.message[:500]}", stage)
     if not evidence.done or comparison is None:
         how = f"was killed by {outcome.signal_name}" if outcome.signal_name else f"exited with code {outcome.returncode}"
         return with_verdict(common, "crashed", f"the candidate process {how} during the {stage} stage, before the harness "
@@ -126,6 +130,17 @@ def decide(outcome: ChildOutcome, view: ParentView, reference: Reference, cfg: E
     if not cfg.bench:
         return with_verdict(common, "correct", comparison.reason + " (not timed)", "verify")
     return _decide_bench(evidence, reference, cfg, common, comparison, view.summaries, view.rounds)
+
+
+def _raised(failure: Failure, stage: str) -> str:
+    """The reason for a runtime error, naming what raised it (protocol.Crashed.call)."""
+    message = failure.message[:500]
+    if failure.call == "device":
+        return (f"the candidate's device work failed during the {stage} stage (its kernels or its memory use, "
+                f"reported by a later synchronisation or allocation): {message}")
+    if not failure.call:
+        return f"the candidate failed during the {stage} stage: {message}"
+    return f"{failure.call} raised during the {stage} stage: {message}"
 
 
 def _timed_calls_problem(prints_of: Any, reference: Reference,

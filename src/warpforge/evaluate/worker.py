@@ -26,13 +26,14 @@ from typing import Any
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from warpforge.errors import Rejected
+from warpforge.errors import CandidateFault, MisshapenOutputs, Rejected
 from warpforge.evaluate import bench, debug, inputs as inputs_mod, sandbox, shared, state
 from warpforge.evaluate.guard import Guard
-from warpforge.evaluate.inputs import fast_serialization, fingerprint, inputs_changed, split_outputs
+from warpforge.evaluate.inputs import fast_serialization, fingerprint, inputs_changed, output_problem, split_outputs
 from warpforge.evaluate import protocol
-from warpforge.evaluate.protocol import (CandidateSpec, Compiled, CompileFailed, Crashed, Done, FirstRound, Profiled,
-                                         Ready, Refused, Round, StageEntered, Verified)
+from warpforge.evaluate.protocol import (CandidateSpec, Compiled, CompileFailed, Crashed, Done, FirstRound,
+                                         HarnessFailed, Profiled, Ready, Refused, Round, StageEntered, Verified,
+                                         WrongOutputs)
 
 _Tensor = torch.Tensor
 _expired = StorageWeakRef.expired  # bound now: replacing it on the class later does not reach this
@@ -58,12 +59,26 @@ class StageCall:
     trace: str
     seconds: float
 
-    def ending(self) -> protocol.Message:
+    def ending(self, candidate_path: str = "") -> protocol.Message:
         """The message that ends the process's work after this step failed: a harness rule's
-        refusal, or the candidate's own exception."""
-        if isinstance(self.error, Rejected):
-            return Refused(str(self.error))
-        return Crashed(f"{_type(self.error).__name__}: {str(self.error)[:2000]}", self.trace)
+        refusal, misshapen outputs, the candidate's own exception (blamed on the call that raised
+        it, its traceback from there inward), or, with no candidate call on the traceback, the
+        harness's own failure: never the harness's crash reported as the candidate's."""
+        error = self.error
+        assert error is not None, "ending() is for a step that failed"
+        if isinstance(error, Rejected):
+            return Refused(str(error))
+        if isinstance(error, MisshapenOutputs):
+            return WrongOutputs(str(error))
+        if isinstance(error, CandidateFault):
+            return Crashed(str(error), "", call="")
+        message = f"{_type(error).__name__}: {str(error)[:2000]}"
+        call, trace = blame(error, candidate_path)
+        if call is not None:
+            return Crashed(message, trace, call)
+        if _device_error(error):  # its kernels' error, or its memory use, seen later by harness code
+            return Crashed(message, trace, "device")
+        return HarnessFailed(f"{message} (in {_innermost_own_frame(error)})", self.trace)
 
 
 def _stage(channel: sandbox.Channel, name: str | None, step: Callable[[], Any]) -> StageCall:
@@ -102,7 +117,8 @@ def main() -> None:
     threads_before = set(threading.enumerate())
     imported = _stage(channel, "compile", lambda: _import_candidate(spec.candidate_path))
     if imported.error is not None:
-        channel.post(CompileFailed(f"{_type(imported.error).__name__}: {imported.error}", imported.trace))
+        channel.post(CompileFailed(f"{_type(imported.error).__name__}: {imported.error}",
+                                   blame(imported.error, spec.candidate_path)[1]))
         return
     if spec.compile_only:  # a compile-pool job: the import filled the compile cache, nothing runs
         channel.post(Compiled(imported.seconds))
@@ -133,14 +149,15 @@ def _stages(channel: sandbox.Channel, imported: StageCall, spec: CandidateSpec, 
 
     built = _stage(channel, None, build)
     if built.error is not None:
-        return built.ending()
+        return built.ending(spec.candidate_path)
     model, saved = built.value
     channel.post(Compiled(imported.seconds + built.seconds))
     exported = shared.Exported([])  # the verified outputs' copies the reference process opens
+    expected = data.get("output_structure")  # the reference's [shape, dtype] per output (reference.py)
     verified = _stage(channel, "verify", lambda: _verify(channel, model, saved, data["trials"][: spec.verify_sets],
-                                                          spec, device, check, threads_before, exported))
+                                                          spec, device, check, threads_before, exported, expected))
     if verified.error is not None:
-        return verified.ending()
+        return verified.ending(spec.candidate_path)
     earlier = _weak_refs(verified.value)
     del verified  # the outputs are freed: only a candidate that kept them keeps their memory (see _bench)
     answer = sys.stdin.readline().strip()
@@ -149,13 +166,13 @@ def _stages(channel: sandbox.Channel, imported: StageCall, spec: CandidateSpec, 
     if answer != "bench":
         return Done()
     timed = _stage(channel, "bench", lambda: _bench(channel, model, saved, data["trials"], spec, device, check,
-                                                    threads_before, earlier, in_place))
+                                                    threads_before, earlier, in_place, expected))
     if timed.error is not None:
-        return timed.ending()
+        return timed.ending(spec.candidate_path)
     if spec.profile:
         profiled = _stage(channel, "profile", lambda: _profile(model, data["trials"][0], spec, device))
         if profiled.error is not None:
-            return profiled.ending()
+            return profiled.ending(spec.candidate_path)
         channel.post(Profiled(profiled.value))
     return Done()
 
@@ -184,12 +201,78 @@ def _import_candidate(path: str) -> Any:
     return module
 
 
+# Where the candidate's code is called. An exception whose traceback passes through one of these
+# frames is the candidate's, named by the call and shown from there inward; a frame of the
+# candidate's file further in (a method of its module the harness called) is the candidate's too.
+def _construct(model_cls: Any, init_inputs: list[Any]) -> Any:
+    return model_cls(*init_inputs)
+
+
+def _forward(model: Any, args: list[Any]) -> Any:
+    return model(*args)
+
+
+_CANDIDATE_CALLS = {"_import_candidate": "importing the candidate", "_construct": "ModelNew(*init_inputs)",
+                    "_forward": "forward()", "_timed_forward": "forward()"}
+_THIS_FILE = _forward.__code__.co_filename
+_OWN_CODE = os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep  # the warpforge package
+
+
+def _own(tb: Any) -> bool:
+    return os.path.realpath(tb.tb_frame.f_code.co_filename).startswith(_OWN_CODE)
+
+
+def blame(error: BaseException, candidate_path: str) -> tuple[str | None, str]:
+    """Which of the candidate's calls raised `error` (None: none did) and its traceback from the
+    first frame past the harness's: no harness frame is shown as the candidate's error."""
+    entries = []
+    tb = error.__traceback__
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    for entry in entries:
+        code = entry.tb_frame.f_code
+        if code.co_filename == _THIS_FILE and code.co_name in _CANDIDATE_CALLS:
+            return _CANDIDATE_CALLS[code.co_name], _format(error, entry.tb_next)
+    past_harness = None
+    for entry in entries:
+        if entry.tb_frame.f_code.co_filename == candidate_path and candidate_path:
+            return "the candidate's code", _format(error, past_harness)
+        if _own(entry):
+            past_harness = entry.tb_next
+    return None, _format(error, None)
+
+
+def _format(error: BaseException, tb: Any) -> str:
+    return "".join(traceback.format_exception(_type(error), error, tb))[-6000:]
+
+
+def _device_error(error: BaseException) -> bool:
+    """An error of the device's work or of memory, which surfaces in whatever call comes next
+    (a CUDA kernel's fault at the next synchronisation, an allocation after the candidate's)."""
+    text = str(error)
+    return isinstance(error, torch.cuda.OutOfMemoryError) or _type(error).__name__ == "AcceleratorError" or any(
+        s in text for s in ("CUDA error", "CUDA out of memory", "can't allocate memory"))
+
+
+def _innermost_own_frame(error: BaseException) -> str:
+    """Where in warpforge's code `error` was raised: "warpforge/evaluate/inputs.py:69 in fingerprint"."""
+    where = "warpforge"
+    tb = error.__traceback__
+    while tb is not None:
+        if _own(tb):
+            path = os.path.realpath(tb.tb_frame.f_code.co_filename)[len(_OWN_CODE):]
+            where = f"warpforge/{path}:{tb.tb_lineno} in {tb.tb_frame.f_code.co_name}"
+        tb = tb.tb_next
+    return where
+
+
 def _build_model(module: Any, data: dict[str, Any], spec: CandidateSpec, device: str) -> torch.nn.Module:
     model_cls = getattr(module, "ModelNew", None)
     if not (isinstance(model_cls, _type) and issubclass(model_cls, torch.nn.Module)):
-        raise RuntimeError("the candidate must define class ModelNew(nn.Module)")
+        raise CandidateFault("the candidate must define class ModelNew(nn.Module)")
     torch.manual_seed(spec.init_seed)
-    model = model_cls(*data["init_inputs"])
+    model = _construct(model_cls, data["init_inputs"])
     reference_state = data["state_dict"]
     own = model.state_dict()
     # same parameter names and shapes as Model: give it the reference's exact weights
@@ -271,18 +354,29 @@ def _storage(t: _Tensor) -> int:
     return int(t.untyped_storage().data_ptr()) if t.numel() else -1
 
 
-def _check_outputs(out: Any) -> list[_Tensor]:
+def _check_outputs(out: Any, expected: Any, least: list[int], where: str = "") -> list[_Tensor]:
+    """forward()'s outputs as a list, once their structure is the reference's (count, plain
+    tensors, shape, dtype, elements for every fingerprint position); before anything indexes them."""
     outs = split_outputs(out)
     for o in outs:
         if _type(o) is not _Tensor and isinstance(o, _Tensor):
             raise Rejected(f"forward() returned a {_type(o).__name__}, a tensor subclass; outputs must be plain tensors")
+    problem = output_problem(outs, expected, least)
+    if problem:
+        raise MisshapenOutputs(where + problem)
     return outs
+
+
+def _least(positions: list[torch.Tensor]) -> list[int]:
+    """Elements each output needs for its fingerprint positions (all of it: they hold its last)."""
+    return [int(p.max()) + 1 if p.numel() else 0 for p in positions]
 
 
 def _verify(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.Saved], trials: list[list[Any]],
             spec: CandidateSpec, device: str, check: Callable[[], str | None], threads_before: set[threading.Thread],
-            exported: shared.Exported) -> list[list[_Tensor]]:
+            exported: shared.Exported, expected: Any = None) -> list[list[_Tensor]]:
     positions = [torch.tensor(p, dtype=torch.long) for p in spec.positions]
+    least = _least(positions)
     kept: list[list[_Tensor]] = []
     after_sync: list[list[dict[str, Any]]] = []
     files = []
@@ -293,8 +387,8 @@ def _verify(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.
         _poison(device, spec.poison_bytes)
         _restore(saved)
         with torch.no_grad():
-            out = model(*args)
-        outs = _check_outputs(out)
+            out = _forward(model, args)
+        outs = _check_outputs(out, expected, least)
         at_return = [fingerprint(o, p) if isinstance(o, _Tensor) else None for o, p in zip(outs, positions)]
         _sync(device)
         synced = [fingerprint(o, p) if isinstance(o, _Tensor) else None for o, p in zip(outs, positions)]
@@ -346,8 +440,9 @@ def _weak_refs(outputs: list[list[_Tensor]]) -> dict[int, StorageWeakRef]:
 
 def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.Saved], trials: list[list[Any]],
            spec: CandidateSpec, device: str, check: Callable[[], str | None], threads_before: set[threading.Thread],
-           earlier: dict[int, StorageWeakRef], in_place: bool = False) -> None:
+           earlier: dict[int, StorageWeakRef], in_place: bool = False, expected: Any = None) -> None:
     positions = [torch.tensor(p, dtype=torch.long) for p in spec.positions]
+    least = _least(positions)
     # shared sets are this process's own copies on the GPU already; file sets are copied there
     sets = trials if in_place else [_to_device(t, device) for t in trials]
     prints: list[list[Any]] = []
@@ -365,7 +460,7 @@ def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.S
 
     def after_call(i: int, args: list[Any], out: Any) -> None:
         """The verify stage's rules, for every timed call too."""
-        outs = _check_outputs(out)
+        outs = _check_outputs(out, expected, least, f"in a timed call (input set {i + 1}), ")
         prints.append([i, [fingerprint(o, p) if isinstance(o, _Tensor) else None for o, p in zip(outs, positions)]])
         problem = check() or _new_threads(threads_before)
         if problem:
@@ -380,14 +475,15 @@ def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.S
                                "earlier call's output, which is still alive)")
         earlier.update(_weak_refs([outs]))
 
-    def call(args: list[Any]) -> Any:
+    def _timed_forward(args: list[Any]) -> Any:  # (named for `blame`)
         return model(*args)
 
     # no_grad around the whole loop, as the reference process times its baselines: entering it per
     # call put a few microseconds of host time inside every timed call (an A/A bias on the CPU)
     rng = random.Random(spec.bench_seed)
     with torch.no_grad():
-        timing = bench.time_calls(call, prepare, len(sets), device, rng=rng, unseen_sets=len(sets) - spec.verify_sets,
+        timing = bench.time_calls(_timed_forward, prepare, len(sets), device, rng=rng,
+                                  unseen_sets=len(sets) - spec.verify_sets,
                                   after_call=after_call, **spec.bench_args)
     grown = (len(os.listdir("/proc/self/task")) - native_threads) if native_threads else 0
     channel.post(FirstRound(timing.to_dict(), prints, grown))
@@ -395,7 +491,7 @@ def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.S
     while sys.stdin.readline().strip() == "again":
         prints.clear()
         with torch.no_grad():
-            timing = bench.time_calls(call, prepare, len(sets), device, rng=rng, after_call=after_call,
+            timing = bench.time_calls(_timed_forward, prepare, len(sets), device, rng=rng, after_call=after_call,
                                       **(spec.round_args or spec.bench_args))
         channel.post(Round(timing.to_dict(), prints))
 
@@ -405,7 +501,7 @@ def _profile(model: torch.nn.Module, trial: list[Any], spec: CandidateSpec, devi
 
     args = _to_device(trial, device)
     with torch.no_grad():
-        return kernels_launched(lambda: model(*args), device, spec.kernel_names,
+        return kernels_launched(lambda: _forward(model, args), device, spec.kernel_names,
                                 os.environ.get("TORCH_EXTENSIONS_DIR", ""))
 
 
