@@ -18,7 +18,8 @@ seconds and the later ones do not. It exits 0 even when expectations fail (it pr
 evaluations once --time-budget seconds have passed, writing what it has.
 
 Run on the GPU machine, from the repository root:
-    python benchmarks/eval_gpu.py --out DIR [--only relu,exploits] [--time-budget 420] [--resume FILE]
+    python benchmarks/eval_gpu.py --out DIR [--only relu,exploits] [--time-budget 420] [--resume FILE] [--no-static]
+(--no-static: the static pre-filter off, so every exploit meets the run-time defences.)
 It writes DIR/eval_gpu_<YYYY-MM-DD>.json after every evaluation and prints a table last.
 (--device cpu --size cpu runs the same loop on a CPU machine, to test the script itself.)
 """
@@ -196,19 +197,23 @@ def main() -> int:
     ap.add_argument("--cache-dir", default="", help="warpforge compile/baseline cache (default: warpforge's)")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu only to test this script")
     ap.add_argument("--size", default=None, help="size preset (default: gpu on cuda)")
+    ap.add_argument("--no-static", action="store_true", help="turn the static pre-filter off (EvalConfig.static_checks): "
+                    "every exploit then meets the run-time defences, which must refuse it by behaviour")
     args = ap.parse_args()
 
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     info = header(sys.argv)
-    out_path = out_dir / f"eval_gpu_{info['date']}.json"
+    info["static_checks"] = not args.no_static
+    out_path = out_dir / f"eval_gpu_{info['date']}{'_nostatic' if args.no_static else ''}.json"
     done: list[dict] = []
     if args.resume:
         done = json.loads(Path(args.resume).read_text())["results"]
     skip = {r["file"] for r in done}
     items = [it for it in plan([s for s in args.only.split(",") if s]) if rel(it["file"]) not in skip]
     config = EvalConfig(device=args.device, size=args.size, timeout_s=min(args.timeout, 180.0),
-                        reference_timeout_s=min(args.timeout, 180.0), cache_dir=args.cache_dir, spare_workers=1)
+                        reference_timeout_s=min(args.timeout, 180.0), cache_dir=args.cache_dir, spare_workers=1,
+                        static_checks=not args.no_static)
     print(f"{len(items)} evaluations planned on {info.get('gpu') or args.device}; budget {args.time_budget:g} s",
           flush=True)
 

@@ -158,7 +158,8 @@ def format_result(r: dict) -> str:  # type: ignore[type-arg]
     if isinstance(fraction, int | float):
         lines.append(f"  roofline: {100 * fraction:.1f}% of this GPU's speed of light")
     if r.get("compile_log"):
-        heading = "compiler says" if r.get("stage") == "compile" else "log"
+        status = r.get("status")
+        heading = "compiler says" if status == "compile_error" else "traceback" if status == "runtime_error" else "log"
         lines.append(f"  {heading}:\n    " + str(r["compile_log"]).replace("\n", "\n    "))
     hw = r.get("hardware") or {}
     lines.append(f"  on {hw.get('gpu') or hw.get('cpu') or '?'} | torch {hw.get('torch') or '?'} | "

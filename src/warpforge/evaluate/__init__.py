@@ -267,7 +267,8 @@ class Judge:
             finally:
                 view.add_seconds("reference_rounds", started)
 
-        view.rounds = (Rounds(cfg.paired_rounds, cfg.timing_bound, reference_round, random.Random(secrets.randbits(31)))
+        view.rounds = (Rounds(cfg.paired_rounds, cfg.timing_bound, reference_round, random.Random(secrets.randbits(31)),
+                              cfg.process_spread or 0.0)
                        if cfg.bench and cfg.paired_rounds and reference.paired else None)
 
         def on_message(message: dict[str, Any]) -> str | None:

@@ -18,7 +18,7 @@ from warpforge import metrics
 from warpforge.candidate import EvalResult, Stage, Status, Timing
 from warpforge.config import EvalConfig
 from warpforge.evaluate import compile as compile_mod
-from warpforge.evaluate.paired import Rounds
+from warpforge.evaluate.paired import Rounds, unstable as paired_unstable
 from warpforge.evaluate.protocol import Compared, Evidence, Failure, Loaded, ParentView
 from warpforge.evaluate.sandbox import ChildOutcome
 from warpforge.evaluate.verify import Comparison, RefSummary, Tolerance, compare_fingerprint, thin_margin_note
@@ -202,7 +202,8 @@ def _decide_bench(evidence: Evidence, reference: Reference, cfg: EvalConfig, com
 def _with_pairs(common: EvalResult, paired: Rounds, candidate_rounds: list[dict[str, Any]],
                 cfg: EvalConfig) -> EvalResult:
     """The result with its paired timing: pooled reference and candidate samples, the speedup as
-    the median of the rounds' ratios with its interval, and `timing_unstable` when too wide."""
+    the median of the rounds' ratios with its interval, and `unstable` when too wide to decide
+    (paired.unstable). The speedup and its interval are kept either way: claim.py decides."""
     n = min(len(paired.reference), len(candidate_rounds))
     ref_ms = paired.reference_medians()[:n]
     cand_ms = [float(t["median_ms"]) for t in candidate_rounds[:n]]
@@ -210,8 +211,8 @@ def _with_pairs(common: EvalResult, paired: Rounds, candidate_rounds: list[dict[
         speedup, (low, high) = metrics.paired_speedup(ref_ms, cand_ms)
     except ValueError:  # no round with two positive times (a malformed report): the unpaired timing stands
         return common
-    unstable = high / low - 1 > cfg.timing_bound
     spread = cfg.process_spread or 0.0  # resolved by the Judge: never None here
+    unstable = paired_unstable(low, high, cfg.timing_bound, spread)
     record = {"rounds": n, "reference_ms": ref_ms, "candidate_ms": cand_ms, "reference_first": paired.reference_first[:n],
               "speedup": speedup, "rounds_interval": [low, high], "process_spread": spread,
               "interval": [low / (1 + spread), high * (1 + spread)], "bound": cfg.timing_bound, "unstable": unstable,
@@ -219,8 +220,8 @@ def _with_pairs(common: EvalResult, paired: Rounds, candidate_rounds: list[dict[
               "candidate_tail_ms": [t.get("tail_median_ms") for t in candidate_rounds[:n]]}
     warnings = list(common.warnings)
     if unstable:
-        warnings.append(f"timing_unstable: the paired speedup's interval {low:.3g}-{high:.3g}x stayed wider than "
-                        f"{cfg.timing_bound:.0%} after {n} rounds: no speedup is claimed")
+        warnings.append(f"timing_unstable: the paired speedup's interval {low:.3g}-{high:.3g}x straddles 1 and stayed "
+                        f"wider than {cfg.timing_bound:.0%} after {n} rounds: within noise, neither faster nor slower")
     return dataclasses.replace(common, reference=_pooled(paired.reference[:n]), candidate=_pooled(candidate_rounds[:n]),
                                paired=record, warnings=tuple(warnings))
 
