@@ -583,13 +583,27 @@ def test_cli_missing_archive_is_a_usage_error(tmp_path):
 def test_import_of_an_attempts_export_carries_verdicts_and_is_idempotent(filled, tmp_path, fmt):
     from warpforge.report.datasets import import_attempts
 
+    from concurrent.futures import Future
+
+    from warpforge.archive_trust import verify
+
     archive, ids = filled
     out = tmp_path / f"attempts.{fmt}"
     export(archive, "attempts", out, fmt)
+    verdicts = {a.source: EvalResult.from_dict(a.result) for a in archive.attempts() if a.result}
+
+    class Agreeing:  # this machine's evaluator, finding what the file says (issue 40: only then it counts)
+        def submit(self, task, candidate):
+            future = Future()
+            future.set_result(verdicts[candidate.source])
+            return future
+
     with Archive(tmp_path / "other.db") as other:
         counts = import_attempts(other, out)
         # the /tasks/level1/relu.py path of the fixture is not loadable, but its suite name is
         assert counts == {"imported": len(ids) - 1, "already_there": 0, "unknown_task": 0, "no_source": 1}
+        assert other.best(TASK) is None and all(a.status is None for a in other.attempts())  # claims, not verdicts
+        assert verify(other, Agreeing())[1] == {}
         best = other.best(TASK, hardware_key=hardware_key(H100))
         assert best is not None and best.source == "fast\n" and best.speedup == 2.0 and best.model == "fake:model"
         assert other.best(TASK, hardware_key=hardware_key(A100)).source == "a100\n"

@@ -47,11 +47,28 @@ def test_the_committed_table_is_what_table_py_makes_of_the_verdicts(tmp_path: Pa
     assert "13 of 14 kernels verified and timed" in out.read_text()
 
 
-def test_the_export_seeds_an_archive_for_retrieval(tmp_path: Path) -> None:
+def test_the_export_seeds_an_archive_for_retrieval_once_verified(tmp_path: Path) -> None:
+    """Imported, the campaign's verdicts are claims (no best, no stepping stone); verified (here by
+    an evaluator that gives the committed GPU verdicts, as `archive verify --device cuda` would on
+    the H100), they count."""
+    from concurrent.futures import Future
+
     from warpforge.agent.tools import AgentTools
+    from warpforge.archive_trust import verify
+    from warpforge.candidate import EvalResult
+
+    class CommittedVerdicts:
+        def submit(self, task, candidate):  # type: ignore[no-untyped-def]
+            future: Future[EvalResult] = Future()
+            evals = RESULTS / "evals" / f"{task.name.replace('/', '_')}.json"
+            future.set_result(EvalResult.from_dict(json.loads(evals.read_text())))
+            return future
 
     with Archive(tmp_path / "seeded.db") as archive:
         assert import_attempts(archive, RESULTS / "attempts.jsonl")["imported"] == 14
+        assert archive.best("level2/gemm_rowsum") is None
+        verified, skipped = verify(archive, CommittedVerdicts())
+        assert len(verified) == 14 and skipped == {}
         best = archive.best("level2/gemm_rowsum")
         assert best is not None and best.speedup > 10 and best.kernels_kind == "custom_kernel"
     with AgentTools(tmp_path / "seeded.db", device="cpu") as tools:

@@ -1,8 +1,9 @@
-"""`warpforge archive ls | show ID | best TASK | export KIND`: read an archive from the command line.
+"""`warpforge archive ls | show ID | best TASK | export KIND | import FILE | verify [TASK...]`.
 
-Thin: each verb is one or two Archive / datasets calls and a table or one JSON object. Exit codes
-as everywhere: 0 success, 1 a negative result (`best` with no verified candidate), 2 a usage error
-(raised as UsageError; warpforge.cli's main prints it). Never writes to the archive.
+Thin: each verb is one or two Archive / datasets / archive_trust calls and a table or one JSON
+object. Exit codes as everywhere: 0 success, 1 a negative result (`best` with no verified
+candidate, `verify` leaving imports unverified), 2 a usage error (raised as UsageError;
+warpforge.cli's main prints it). Only `import` and `verify` write to the archive.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ DEFAULT_ARCHIVE = "warpforge-archive.db"
 
 
 def add_archive_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from warpforge.cli.common import add_eval_options
+
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--archive", default=DEFAULT_ARCHIVE, help=f"archive file (default: ./{DEFAULT_ARCHIVE})")
     common.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
@@ -41,12 +44,22 @@ def add_archive_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore
     export.add_argument("kind", choices=["sft", "preference", "contrastive", "attempts"])
     export.add_argument("--format", choices=["jsonl", "parquet"], default="jsonl", help="default: jsonl")
     export.add_argument("--out", required=True, help="output file")
-    imp = verbs.add_parser("import", parents=[common], help="add the verified kernels of an attempts export to this archive",
+    imp = verbs.add_parser("import", parents=[common], help="add the kernels of an attempts export, unverified",
                            description="Add the rows of an `archive export attempts` file (JSONL or Parquet) to the "
-                                       "archive as one run, with their evaluations, e.g. the committed agent campaign "
-                                       "(benchmarks/results/campaign_*/attempts.jsonl), so retrieval and `best` see "
-                                       "them. Creates the archive if needed; importing twice adds nothing.")
+                                       "archive as one run, e.g. the committed agent campaign "
+                                       "(benchmarks/results/campaign_*/attempts.jsonl). The file's verdicts are kept "
+                                       "as claims: nothing imported is a best, a dataset row or a stepping stone until "
+                                       "`warpforge archive verify` has evaluated it here. Creates the archive if "
+                                       "needed; importing twice adds nothing.")
     imp.add_argument("file", help="an attempts export (.jsonl or .parquet)")
+    ver = verbs.add_parser("verify", parents=[common], help="evaluate imported attempts here, so they count",
+                           description="Evaluate the imported attempts that have no evaluation from this machine, "
+                                       "with the real evaluator, and record each verdict (the latest evaluation is an "
+                                       "attempt's). Suite tasks are run as they are; any other task runs only when "
+                                       "its file is named here.")
+    ver.add_argument("tasks", nargs="*", metavar="TASK",
+                     help="only these tasks (suite names, task files or folders: yours, so their programs may run)")
+    add_eval_options(ver)
 
 
 def cmd_archive(args: argparse.Namespace) -> int:
@@ -56,7 +69,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise UsageError(f"no archive at {path}: run `warpforge optimize ... --archive {path}` first")
     with Archive(path) as archive:
-        verb = {"ls": _ls, "show": _show, "best": _best, "export": _export}[args.archive_command]
+        verb = {"ls": _ls, "show": _show, "best": _best, "export": _export, "verify": _verify}[args.archive_command]
         return verb(archive, args)
 
 
@@ -69,8 +82,39 @@ def _import(path: Path, args: argparse.Namespace) -> int:
         print(json.dumps(counts))
     else:
         print(f"imported {counts['imported']} attempts into {path} ({counts['already_there']} already there, "
-              f"{counts['unknown_task']} of unknown tasks, {counts['no_source']} without a program)")
+              f"{counts['unknown_task']} of unknown tasks, {counts['no_source']} without a program); their verdicts "
+              f"are the file's claims: run `warpforge archive verify --archive {path}` to evaluate them here, "
+              "until then none is a best, a dataset row or a stepping stone")
     return 0
+
+
+def _verify(archive: Archive, args: argparse.Namespace) -> int:
+    from warpforge.archive_trust import Verified, unverified, verify
+    from warpforge.cli.common import config_from_args, tasks_of
+    from warpforge.evaluator import LocalEvaluator
+
+    tasks = tasks_of(args.tasks) if args.tasks else []
+    todo = unverified(archive, {t.name for t in tasks} or None)
+    print(f"{len(todo)} imported attempts to verify in {archive.path}", file=sys.stderr)
+
+    def said(v: Verified) -> None:
+        claim = v.attempt.features.get("imported") or {"status": v.attempt.status, "speedup": v.attempt.speedup}
+        print(f"#{v.attempt.id} {v.attempt.task}: claimed {claim.get('status')} {_x(claim.get('speedup'), '')}, "
+              f"found {v.result.status} {v.result.claim.words() if v.result.correct else ''}".rstrip(), file=sys.stderr)
+
+    done: list[Verified] = []
+    skipped: dict[str, str] = {}
+    if todo:
+        with LocalEvaluator(config_from_args(args)) as evaluator:
+            done, skipped = verify(archive, evaluator, tasks, on_result=said)
+    for task, why in skipped.items():
+        print(f"{task}: not verified: {why}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"verified": len(done), "correct": sum(v.result.correct for v in done),
+                          "results": [{"candidate_id": v.attempt.id, "task": v.attempt.task, "status": v.result.status,
+                                       "claim": v.result.claim.to_dict()} for v in done],
+                          "not_verified": skipped}))
+    return 1 if skipped else 0
 
 
 def _ls(archive: Archive, args: argparse.Namespace) -> int:
@@ -110,6 +154,10 @@ def _show(archive: Archive, args: argparse.Namespace) -> int:
              f"tokens {a.prompt_tokens} + {a.completion_tokens}  cost ${a.cost_usd:.4f}  llm {a.llm_seconds:.1f} s"]
     if a.source is None:
         lines.append(f"no program: {a.failure}")
+    elif a.evaluation_id is None and isinstance(a.features.get("imported"), dict):
+        claim = a.features["imported"]
+        lines.append(f"imported from {claim.get('from')}, not verified here (it claimed {claim.get('status')} "
+                     f"{_x(claim.get('speedup'), '')}): run `warpforge archive verify`")
     elif a.evaluation_id is None:
         lines.append("not evaluated yet")
     else:

@@ -22,6 +22,9 @@ def add_batch_parser(sub: Any) -> None:
                    help="evaluate the jobs `optimize --outbox DIR` wrote that have no result yet, writing each result "
                         "into DIR/results as it arrives (or into --results)")
     p.add_argument("--results", metavar="DIR", help="with --jobs: where the results go (default: DIR/results)")
+    p.add_argument("--trust-tasks", action="store_true",
+                   help="with --jobs: also run task files that came inside the jobs folder, whose reference programs "
+                        "run unsandboxed (default: such jobs are refused; suite tasks and this checkout's files run)")
     p.add_argument("--executor", choices=["local", "ray"], default="local")
     p.add_argument("--ray-address", help="address of an existing Ray cluster (auto, ray://host:10001); default: start a local one")
     p.add_argument("--workers", type=int, help="worker count (default: one per GPU; on the CPU one, or half the cores up to 4 with --no-bench)")
@@ -118,12 +121,16 @@ def _eval_jobs(args: argparse.Namespace, config: Any, err: Any) -> int:
     if args.pairs or args.manifest:
         raise UsageError("--jobs evaluates a folder's jobs: pass no TASK:CANDIDATE pairs or --manifest with it")
     out = Path(args.results) if args.results else Path(args.jobs) / "results"
+    if not args.results and out.is_symlink():  # the folder came from elsewhere: its results/ must be its own
+        raise UsageError(f"{out} is a link: results are written only into the jobs folder's own results/ "
+                         "folder; remove the link, or pass --results DIR")
     jobs = pending_jobs(args.jobs)
     todo: list[Job] = []
     keys: dict[int, str] = {}
     for job in jobs:
-        why = check_task(job)
-        if why:  # reported, never evaluated against another program
+        why = check_task(job, args.jobs, args.trust_tasks)
+        if why:  # reported, never evaluated against another program (nor a task that came with the jobs)
+            err.print(f"refused job {job['key']}: {why}", markup=False, highlight=False)
             write_result(out, job["key"], EvalResult("task_error", why, "load", task=str(job.get("task")),
                                                      candidate_id=str(job.get("label", ""))))
             continue

@@ -15,13 +15,18 @@ candidate of the same task is one job, and a loop run again after a stop finds i
 relative to the folder the loop ran in, when inside it (the GPU machine's checkout has the same
 layout), else by absolute path; the task's source hash travels with it, and a machine whose
 task file differs reports that job as a `task_error` instead of evaluating another program.
+
+The folder comes from elsewhere (docs/DESIGN.md, "Trust boundary"): a job's key must be its file's
+name and a plain name (`KEY`), or the job is refused; a task file inside the folder would run
+unsandboxed in the reference process, so it is refused unless the operator trusts the folder's
+tasks (`eval-batch --trust-tasks`); files are read only when regular and small (untrusted.py).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
+import re
 import threading
 from concurrent.futures import Future
 from pathlib import Path
@@ -31,8 +36,13 @@ from warpforge.candidate import EvalResult
 from warpforge.errors import UsageError
 from warpforge.executor.workers import Job
 from warpforge.task import SUITE_DIR, Task, load_task, resolve_task_path
+from warpforge.untrusted import read_regular, write_atomically
 
 POLL_S = 1.0
+KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""What a job key may be (job_key makes 20 hex digits): a plain file name, never a path."""
+MAX_FILE_BYTES = 64 << 20
+"""A job or result file larger than this is not read (a job holds one source; a result, samples)."""
 
 
 def job_key(task_ref: str, task_hash: str, source: str) -> str:
@@ -50,9 +60,12 @@ def task_ref(task: Task) -> str:
 
 def _write(path: Path, data: dict[str, Any]) -> None:
     """Whole or not at all: a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    write_atomically(path, json.dumps(data))
+
+
+def _read(path: Path) -> Any:
+    """A job or result file's JSON; OSError or ValueError when it is not (yet) one to read."""
+    return json.loads(read_regular(path, MAX_FILE_BYTES))
 
 
 class OutboxPool:
@@ -101,9 +114,11 @@ class OutboxPool:
             if not path.exists():
                 continue
             try:
-                result = json.loads(path.read_text())
+                result = _read(path)
             except (OSError, ValueError):
                 continue  # being copied in: the next poll reads it whole
+            if not isinstance(result, dict):
+                continue
             with self._lock:
                 futures = self._waiting.pop(key, [])
             for future in futures:
@@ -123,25 +138,62 @@ class OutboxPool:
 
 
 def pending_jobs(folder: str | Path) -> list[dict[str, Any]]:
-    """The folder's jobs that have no result yet, oldest first."""
+    """The folder's jobs that have no result yet, oldest first. A file whose name is not a `KEY`
+    is not a job (the loop writes none); a job whose `key` is not its file's name comes back with
+    `refused` saying so, and is evaluated by nobody (`check_task`)."""
     folder = Path(folder)
     if not (folder / "jobs").is_dir():
         raise UsageError(f"{folder} holds no jobs/ folder: pass the folder `optimize --outbox` wrote")
     jobs = []
-    for path in sorted((folder / "jobs").glob("*.json"), key=lambda p: p.stat().st_mtime):
-        if (folder / "results" / path.name).exists():
+    for path in sorted((folder / "jobs").glob("*.json"), key=_age):
+        if not KEY.fullmatch(path.stem) or (folder / "results" / path.name).exists():
             continue
         try:
-            jobs.append(json.loads(path.read_text()))
+            job = _read(path)
         except (OSError, ValueError):
-            continue
+            continue  # being copied in (or not a job at all)
+        why = _malformed(job, path.stem)
+        if why:  # returned so that it gets a result (a refusal), under its file's name
+            task = job.get("task") if isinstance(job, dict) else None
+            job = {"key": path.stem, "task": str(task)[:200], "task_hash": "", "label": path.stem, "source": "",
+                   "refused": f"the job file {path.name} {why}"}
+        jobs.append(job)
     return jobs
 
 
-def check_task(job: dict[str, Any]) -> str | None:
-    """Why this machine cannot evaluate the job's task as the loop meant it, or None."""
+def _malformed(job: Any, name: str) -> str | None:
+    """Why a job file's content is not a job as `OutboxPool` writes them, or None."""
+    if not isinstance(job, dict):
+        return "is not a JSON object"
+    if job.get("key") != name:
+        return f"names another key ({str(job.get('key'))[:80]!r}): a job's key is its file's name"
+    if not isinstance(job.get("task"), str) or not isinstance(job.get("source"), str):
+        return "names no task or carries no source"
+    return None
+
+
+def _age(path: Path) -> float:
     try:
-        task = load_task(resolve_task_path(str(job["task"])))
+        return path.lstat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def check_task(job: dict[str, Any], folder: str | Path | None = None, trust_tasks: bool = False) -> str | None:
+    """Why this machine cannot evaluate the job's task as the loop meant it, or None. With `folder`
+    (the jobs folder), a task file inside it came with the jobs, not from the operator: its
+    reference program would run unsandboxed here, so it is refused unless `trust_tasks`."""
+    if job.get("refused"):
+        return str(job["refused"])
+    try:
+        path = resolve_task_path(str(job["task"]))
+        real = path.resolve()  # (a link into the folder is inside it)
+        if folder is not None and not trust_tasks and real.is_relative_to(Path(folder).resolve()) \
+                and not real.is_relative_to(SUITE_DIR.resolve()):
+            return (f"the task {job['task']} is a file inside the jobs folder {folder}, which came with the jobs, "
+                    "not from you: its reference program would run unsandboxed here; pass --trust-tasks to "
+                    "run the task files of a folder you trust, or name a task of this checkout")
+        task = load_task(path)
     except Exception as exc:  # noqa: BLE001  (whatever it is, the job is reported, not evaluated)
         return f"the task {job.get('task')} cannot be loaded here: {exc}"
     if task.source_hash != job.get("task_hash"):
@@ -152,6 +204,8 @@ def check_task(job: dict[str, Any]) -> str | None:
 def write_result(results: str | Path, key: str, result: EvalResult | dict[str, Any]) -> None:
     """One job's result into the `results` folder (the outbox's results/, or wherever the GPU
     machine collects them for the trip back)."""
+    if not KEY.fullmatch(key):  # a key becomes a file name: never a path out of `results`
+        raise UsageError(f"{key[:80]!r} is not a job key: a key is letters, digits, '_' and '-'")
     data = result.to_dict() if isinstance(result, EvalResult) else result
     results = Path(results)
     results.mkdir(parents=True, exist_ok=True)

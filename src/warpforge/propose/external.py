@@ -13,7 +13,9 @@ WARPFORGE_TEMPERATURE. A non-zero exit or a time-out is retried like an HTTP 5xx
 anything that reads and writes files can answer: a coding agent, a script, a person. A reply is
 taken once its size has stopped changing. Answered pairs move to DIR/answered/. Ids are a hash
 of the prompt plus a count, so after a kill the same prompt finds a reply that was written
-while nobody waited. DIR/README.md tells the responder all of this.
+while nobody waited. DIR/README.md tells the responder all of this. A reply must be a regular
+file of at most MAX_REPLY_BYTES: a link (to the user's files, to /dev/zero), a FIFO or a bigger
+file is refused, and the request fails with that reason (untrusted.py reads it).
 
 `cmd(NAME):COMMAND` and `inbox(NAME):DIR` record NAME as the model in the archive (default:
 `cmd:COMMAND`, `inbox:DIR`). Both transports are used through LLMClient, which adds the
@@ -38,6 +40,7 @@ from typing import TYPE_CHECKING
 
 from warpforge.errors import ConfigError, LLMError
 from warpforge.propose.replay import estimate_tokens
+from warpforge.untrusted import RefusedFile, read_regular, write_atomically
 
 if TYPE_CHECKING:
     from warpforge.propose.llm import ModelSpec, Reply
@@ -45,13 +48,17 @@ if TYPE_CHECKING:
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 POLL_S = 0.2
 """How often the inbox looks for a reply."""
+MAX_REPLY_BYTES = 4 << 20
+"""The largest inbox reply read: a kernel and its analysis take tens of kB, a model's whole
+context window (200k tokens, about 4 characters each) under 1 MB."""
 
 INBOX_README = """# warpforge inbox
 
 warpforge writes each request to the model as `<id>.request.md` in this folder: the prompt as one
 text (the system prompt first, then the user's message). Answer it by writing the whole reply to
 `<id>.reply.md` (write it under another name first and rename it, or write it at once: warpforge
-takes a reply once its size stops changing). Answered pairs move to `answered/`.
+takes a reply once its size stops changing). Answered pairs move to `answered/`. A reply is a
+plain file of at most 4 MB: a link or anything else is refused.
 
 Each request also has `<id>.request.json`: the chat messages, max_tokens and temperature.
 A reply is read as the model's reply: give the kernel in a fenced code block, as the prompt asks.
@@ -147,7 +154,7 @@ class InboxTransport:
             (self.dir / "answered").mkdir(parents=True, exist_ok=True)
             readme = self.dir / "README.md"
             if not readme.exists():
-                readme.write_text(INBOX_README)
+                write_atomically(readme, INBOX_README)
         except OSError as exc:
             raise ConfigError(f"--llm {self.spec.name}: cannot write the inbox folder ({exc.strerror or exc})") from None
 
@@ -162,17 +169,22 @@ class InboxTransport:
         request, reply = self.dir / f"{name}.request.md", self.dir / f"{name}.reply.md"
         try:
             if not request.exists() and not reply.exists():  # after a kill the same request may be waiting already
-                _write_atomically(self.dir / f"{name}.request.json", json.dumps(
+                write_atomically(self.dir / f"{name}.request.json", json.dumps(
                     {"messages": messages, "max_tokens": max_tokens, "temperature": temperature}, indent=1))
-                _write_atomically(request, prompt)
-            text = self._wait(reply)
+                write_atomically(request, prompt)
+            try:
+                text, refused = self._wait(reply), ""
+            except RefusedFile as exc:  # a link, a FIFO, a device, too big: never read
+                text, refused = None, str(exc)
         finally:
             with self._lock:
                 self._claimed[key].discard(n)
-        if text is None:
+        if text is None and not refused:
             raise TransientError(f"no reply in {reply} within {self.timeout_s:g} s")
         for path in (request, self.dir / f"{name}.request.json", reply):
-            _move_aside(path, self.dir / "answered")
+            _move_aside(path, self.dir / "answered")  # (a refused reply too: the next ask is a new request)
+        if text is None:
+            raise LLMError(f"{self.spec.name}: the reply was refused: {refused}")
         if not text.strip():
             raise TransientError(f"{reply} was empty")
         return Reply(text, estimate_tokens(prompt), estimate_tokens(text), "stop")
@@ -198,16 +210,21 @@ class InboxTransport:
             return n
 
     def _wait(self, reply: Path) -> str | None:
-        """The reply's text once its size stopped changing between two looks; None at the time-out."""
+        """The reply's text once its size stopped changing between two looks; None at the time-out;
+        RefusedFile for a reply that is not a regular file of at most MAX_REPLY_BYTES (its link
+        is never followed: lstat, then read_regular's O_NOFOLLOW)."""
         deadline = time.monotonic() + self.timeout_s
         last = -1
         while time.monotonic() < deadline:
             try:
-                size = reply.stat().st_size
+                size = reply.lstat().st_size
             except FileNotFoundError:
                 size = -1
             if size >= 0 and size == last:
-                return reply.read_text(errors="replace")
+                try:
+                    return read_regular(reply, MAX_REPLY_BYTES).decode(errors="replace")
+                except FileNotFoundError:  # renamed away between the two looks: look again
+                    size = -1
             last = size
             time.sleep(POLL_S)
         return None
@@ -219,18 +236,12 @@ def _request_number(name: str, key: str) -> int | None:
     return int(number) if number.isdigit() else None
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 def _move_aside(path: Path, folder: Path) -> None:
     """Into `folder`, under a new name if one is taken (the same prompt can be asked again)."""
-    if not path.exists():
+    if not os.path.lexists(path):  # (a link is moved as the link, never followed)
         return
     target, i = folder / path.name, 1
-    while target.exists():
+    while os.path.lexists(target):
         target = folder / f"{path.stem}.{i}{path.suffix}"
         i += 1
     path.replace(target)

@@ -6,6 +6,8 @@ prompts, replies and analyses of contrastive-strategy attempts with their outcom
 `attempts` (one row per attempt, in the spirit of the AI CUDA Engineer archive). Columns and
 types are fixed per kind (docs/archive.md); a file is written whole or not at all (temp file +
 rename). Only reads the archive; choosing what to train on beyond these rules is the user's call.
+Imported attempts not verified here (archive_trust.py) are in no export; `import_attempts` adds
+them as claims, never as verdicts.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from warpforge.metrics import faster_beyond_noise
-from warpforge.archive import Archive, Attempt
+from warpforge.archive import LANGUAGES, Archive, Attempt, best_attempt
+from warpforge.archive_trust import IMPORTED, claim_of_row, suite_task, trusted
 from warpforge.errors import UsageError
 
 FORMATS = ("jsonl", "parquet")
@@ -69,8 +72,9 @@ def export(archive: Archive, kind: str, out_path: str | Path, fmt: str = "jsonl"
 
 def sft_rows(archive: Archive) -> Iterator[dict[str, Any]]:
     """One row per task with a recorded source and a verified, timed candidate."""
+    attempts = trusted(archive)
     for task in archive.tasks():
-        best, prompt = archive.best(task), archive.task_source(task)
+        best, prompt = best_attempt(a for a in attempts if a.task == task), archive.task_source(task)
         if best is None or prompt is None:
             continue
         yield {"task": task, "prompt": prompt, "completion": best.source, "candidate_id": best.id,
@@ -83,7 +87,7 @@ def preference_rows(archive: Archive) -> Iterator[dict[str, Any]]:
     when the faster one wins beyond the noise (metrics.faster_beyond_noise: the interquartile
     ranges do not overlap): a gap inside the noise is no preference."""
     groups: dict[tuple[str, str | None], dict[str, Attempt]] = {}
-    for a in archive.attempts():
+    for a in trusted(archive):
         if not a.timed or a.source_hash is None:
             continue
         same_source = groups.setdefault((a.task, a.hardware_key), {})
@@ -107,7 +111,7 @@ def preference_rows(archive: Archive) -> Iterator[dict[str, Any]]:
 
 def contrastive_rows(archive: Archive) -> Iterator[dict[str, Any]]:
     """Every contrastive-strategy attempt, failed ones included (speedup null)."""
-    for a in archive.attempts():
+    for a in trusted(archive):
         if a.strategy == "contrastive":
             yield {"task": a.task, "candidate_id": a.id, "model": a.model, "prompt": a.prompt, "reply": a.reply,
                    "analysis": a.analysis, "parents": list(a.parents), "status": a.status, "correct": a.correct,
@@ -115,7 +119,7 @@ def contrastive_rows(archive: Archive) -> Iterator[dict[str, Any]]:
 
 
 def attempt_rows(archive: Archive) -> Iterator[dict[str, Any]]:
-    for a in archive.attempts():
+    for a in trusted(archive):
         result = a.result or {}
         yield {"task": a.task, "candidate_id": a.id, "run_id": a.run_id, "step": a.step, "strategy": a.strategy,
                "model": a.model, "language": a.language, "status": a.status, "correct": a.correct, "stage": a.stage,
@@ -140,46 +144,54 @@ def _finite(value: Any) -> Any:
 
 
 def import_attempts(archive: Archive, path: str | Path) -> dict[str, int]:
-    """Add the rows of an `attempts` export (JSONL or Parquet) to `archive` as one new run, each
-    with its evaluation (the full verdict from the `result` column, so its machine and timings
-    come along): how verified kernels from elsewhere (the committed agent campaign, a teammate's
-    archive) seed retrieval and `best`. Sources already recorded for the same task with an
-    evaluation on the same machine are skipped, so importing twice adds nothing. Rows of tasks
-    that this installation cannot load are skipped and counted."""
-    from warpforge.candidate import Candidate, EvalResult
-    from warpforge.errors import TaskError
+    """Add the rows of an `attempts` export (JSONL or Parquet) to `archive` as one new run (config
+    mode "import"): how kernels from elsewhere (the committed agent campaign, a teammate's archive)
+    reach this archive. The file is not trusted (docs/DESIGN.md, "Trust boundary"): each row's
+    verdict is kept as a claim (`features["imported"]`, archive_trust.py), not as an evaluation,
+    so nothing imported is a best, a dataset row or a stepping stone until `warpforge archive
+    verify` has evaluated it here. A row's task must be a built-in suite task or one this archive
+    already records (a task path from the file is never recorded, so never run); other rows are
+    skipped and counted. Sources already recorded for the same task on the same machine (or
+    claimed so by an earlier import) are skipped, so importing twice adds nothing."""
+    from warpforge.candidate import Candidate
     from warpforge.propose import Proposal
-    from warpforge.task import load_task
+    from warpforge.task import Task
 
     rows = _read_rows(Path(path))
     seen = {(a.task, a.source_hash, a.hardware_key) for a in archive.attempts() if a.evaluation_id is not None}
+    seen |= {(a.task, a.source_hash, (a.features.get(IMPORTED) or {}).get("hardware_key"))
+             for a in archive.attempts() if isinstance(a.features.get(IMPORTED), dict)}
+    known = set(archive.tasks())
+    suite: dict[str, Task | None] = {}
     counts = {"imported": 0, "already_there": 0, "unknown_task": 0, "no_source": 0}
     run_id: str | None = None
     steps: dict[str, int] = {}
     for row in rows:
-        if not row.get("source"):
+        if not isinstance(row.get("source"), str) or not row["source"]:
             counts["no_source"] += 1
             continue
-        try:
-            task = load_task(str(row["task"]))
-        except (TaskError, UsageError, KeyError):
+        name = str(row.get("task"))
+        task = suite[name] if name in suite else suite.setdefault(name, suite_task(name))
+        if task is None and name not in known:
             counts["unknown_task"] += 1
             continue
-        candidate = Candidate(str(row["source"]), strategy=str(row.get("strategy") or "imported"), model=str(row.get("model") or ""))
-        if (task.name, candidate.id, row.get("hardware_key")) in seen:
+        candidate = Candidate(row["source"], strategy=str(row.get("strategy") or "imported"), model=str(row.get("model") or ""))
+        claim = claim_of_row(row, str(path))
+        if (name, candidate.id, claim["hardware_key"]) in seen:
             counts["already_there"] += 1
             continue
         if run_id is None:
             run_id = archive.start_run({"mode": "import", "from": str(path)}, seed=0)
-        archive.add_task(task)
-        step = steps.get(task.name, 0)
-        steps[task.name] = step + 1
-        proposal = Proposal(task=task.name, strategy=candidate.strategy, model=candidate.model, candidate=candidate,
+        if task is not None:
+            archive.add_task(task)
+        step = steps.get(name, 0)
+        steps[name] = step + 1
+        proposal = Proposal(task=name, strategy=candidate.strategy, model=candidate.model, candidate=candidate,
                             analysis=str(row.get("analysis") or ""))
-        cid = archive.add_candidate(run_id, proposal, step, language=str(row.get("language") or "unknown"))
-        if row.get("result"):
-            archive.add_evaluation(cid, EvalResult.from_dict(json.loads(str(row["result"]))))
-        seen.add((task.name, candidate.id, row.get("hardware_key")))
+        language = str(row.get("language") or "unknown")
+        archive.add_candidate(run_id, proposal, step, features={IMPORTED: claim},
+                              language=language if language in LANGUAGES else "unknown")
+        seen.add((name, candidate.id, claim["hardware_key"]))
         counts["imported"] += 1
     if run_id is not None:
         archive.finish_run(run_id, "done")
