@@ -26,7 +26,22 @@ Both kernels of a task run against the same task file, the KernelBench checkout'
 evaluated its kernels against its own copy of the tasks; where the sizes changed since, a
 kernel that cannot take the new sizes fails here, and the table says so). The headline numbers
 follow the issue: a task without a verified kernel faster than eager counts as 1.00x, for both
-sides; "custom" is a best whose kernels are the candidate's own (profile: custom_kernel).
+sides (coverage); beside them, like for like, the geomeans over the tasks where both kernels
+verified in the final run, on the same GPU and task file. "custom" is a best whose kernels are
+the candidate's own (profile: custom_kernel). A constant output (kernelbench_summary.py's
+`constant_output`) is credited 1.00x.
+
+CUDA-L1's kernels at the sizes they were written for: its release's `ref_code` is KernelBench
+at c6c4ab6 (2025-01-10), byte for byte for all 250 tasks. `prepare-old --old-kernelbench` takes
+a checkout at that revision and writes a manifest of CUDA-L1's kernels against those task files
+(found by level and id: names changed since), run as above; `compare` prints both figures and,
+with --old-sizes, CUDA-L1 at its own sizes:
+
+    python benchmarks/kernelbench_final.py prepare-old --old-kernelbench .kb/KernelBench-c6c4ab6/KernelBench \
+        --out .campaign/kb22/final_old
+    python benchmarks/kernelbench_final.py compare \
+        --table benchmarks/results/kernelbench_campaign_2026-11-26/final/final_table.json \
+        [--old-sizes .campaign/kb22/final_old/results/*.jsonl]
 """
 
 from __future__ import annotations
@@ -41,7 +56,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from kernelbench_summary import constant_output  # noqa: E402  (the classification's one definition)
 from warpforge import metrics  # noqa: E402
 from warpforge.archive import Archive, best_attempt  # noqa: E402
 
@@ -131,6 +148,44 @@ def prepare(args: argparse.Namespace) -> None:
           f"{sum(1 for m in meta if m['cudal1'])} a CUDA-L1 one: {len(lines)} pairs in {out / 'manifest.txt'}")
 
 
+def prepare_old(args: argparse.Namespace) -> None:
+    """CUDA-L1's kernel of each sample task against the task at the KernelBench revision CUDA-L1
+    used (--old-kernelbench: a checkout at c6c4ab6), into OUT/manifest.txt for `pending` and
+    kernelbench_final.sh. The old file is found by level and id (names changed since: LTSM became
+    LSTM). Where kernelbench_prep.py's copy of the release's `ref_code` is at hand (the order
+    file's task), the old file must equal it: else the checkout is not the revision CUDA-L1 used."""
+    out, old = Path(args.out), Path(args.old_kernelbench)
+    (out / "cudal1").mkdir(parents=True, exist_ok=True)
+    made_for = {}
+    for line in Path(args.cudal1).read_text().splitlines():
+        task, _, kernel = line.strip().rpartition(":")
+        if task:
+            made_for[f"{Path(task).parent.name}/{Path(task).stem}"] = (Path(task), Path(kernel))
+    lines, meta, differ = [], [], []
+    for t in sample_tasks(Path(args.sample)):
+        name = t["task"]
+        if name not in made_for or not made_for[name][1].is_file():
+            continue
+        level, task_id = name.split("/")[0], name.split("/")[1].split("_")[0]
+        found = sorted((old / level).glob(f"{task_id}_*.py"))
+        if len(found) != 1:
+            raise SystemExit(f"{len(found)} files for {level} id {task_id} in {old}: give the checkout's KernelBench/ folder")
+        ref, kernel = made_for[name]
+        if ref.is_file() and ref.read_bytes() != found[0].read_bytes():
+            differ.append(name)
+        path = out / "cudal1" / f"{slug(name)}.py"
+        shutil.copyfile(kernel, path)
+        lines.append(f"{found[0]}:cudal1/{path.name}")
+        meta.append({"task": name, "old_task": str(found[0]), "cudal1": {"file": path.name, "source": str(kernel)}})
+    if differ:
+        raise SystemExit(f"{len(differ)} task files differ from CUDA-L1's ref_code ({', '.join(differ[:3])}, ...): "
+                         f"{old} is not the KernelBench revision CUDA-L1 used (c6c4ab6)")
+    (out / "manifest.txt").write_text("# old task : CUDA-L1's kernel, at the sizes it was written for\n"
+                                      + "\n".join(lines) + "\n")
+    (out / "old_meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    print(f"{len(lines)} CUDA-L1 kernels against {old}'s task files -> {out / 'manifest.txt'}")
+
+
 def _pair_key(task: str, kernel: str) -> tuple[str, str, str]:
     """(level/name, side, kernel file name) of a manifest line or a result row, whatever the paths' prefixes."""
     t, k = Path(task), Path(kernel)
@@ -207,8 +262,10 @@ def _side(results: dict[tuple[str, str], dict[str, Any]], task: str, side: str) 
 def _credited(r: dict[str, Any] | None) -> float:
     """The issue's rule: a task without a verified kernel faster than eager counts as 1.00x. Faster
     means beyond the paired timing's noise: a speedup whose interval reaches 1.00 is not credited (a
-    review found level3/24's 1.09x, interval 0.95-1.21, to be the task's own program timed twice)."""
-    s = r.get("speedup") if r and r.get("correct") else None
+    review found level3/24's 1.09x, interval 0.95-1.21, to be the task's own program timed twice).
+    A constant output (no GPU work but fills: right only on a task whose output ignores its inputs)
+    is not credited either."""
+    s = r.get("speedup") if r and r.get("correct") and not constant_output(r) else None
     interval = (r.get("speedup_interval") or _unpaired_range(r)) if r else None
     if not interval or not float(interval[0]) > 1.0:  # no interval and no timing to judge the noise by: not credited
         return 1.0
@@ -265,6 +322,7 @@ def table(args: argparse.Namespace) -> dict[str, Any]:
                 "ours_language": (meta[name].get("ours") or {}).get("language"),
                 "has_kernel": {"ours": bool(meta[name].get("ours")), "cudal1": bool(meta[name].get("cudal1"))},
                 "ours_credited": _credited(ours), "cudal1_credited": _credited(l1),
+                "like_for_like": _same_setting(ours, l1),
                 "custom": bool(ours and ours.get("correct") and (ours.get("kernels") or {}).get("kind") == "custom_kernel"),
             })
     n_tasks = len(rows)
@@ -277,6 +335,7 @@ def table(args: argparse.Namespace) -> dict[str, Any]:
         "geomean_ours_counting_set_aside": metrics.geometric_mean(
             [max(r["ours_credited"], _credited(r["flagged"])) for r in rows]) if rows else None,
         "geomean_cudal1": metrics.geometric_mean([r["cudal1_credited"] for r in rows]) if rows else None,
+        "like_for_like": like_for_like(rows),
         "custom_share_of_bests": (sum(r["custom"] for r in faster) / len(faster)) if faster else 0.0,
         "pass_at_k": {k: _mean([r["pass_at_k"][k] for r in rows if k in r["pass_at_k"]]) for k in KS},
         "speedup_at_k_geomean": {k: _geomean([r["speedup_at_k"][k] for r in rows if k in r["speedup_at_k"]]) for k in KS},
@@ -295,6 +354,30 @@ def table(args: argparse.Namespace) -> dict[str, Any]:
         (out / "final_speedups.html").write_text(chart)
     print(markdown(rows, summary))
     return summary
+
+
+def _same_setting(ours: dict[str, Any] | None, l1: dict[str, Any] | None) -> bool:
+    """Both kernels verified, on the same kind of GPU and against the same task file."""
+    if not (ours and l1 and ours.get("correct") and l1.get("correct")):
+        return False
+    gpu = [(r.get("hardware") or {}).get("gpu") for r in (ours, l1)]
+    return gpu[0] == gpu[1] and str(ours.get("task")) == str(l1.get("task"))
+
+
+def like_for_like(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Geomeans over the tasks where both sides verified in the same setting (`_same_setting`),
+    credited as the headline is (1.00x within noise) and as measured. A table written before this
+    field existed has no `like_for_like` per row: there both verified in the final run, which times
+    both kernels of a task against one task file on one kind of GPU (`prepare`, `table`'s gpu)."""
+    both = [r for r in rows if r.get("like_for_like", bool((r["ours"] or {}).get("correct")
+                                                          and (r["cudal1"] or {}).get("correct")))]
+    if not both:
+        return {"tasks": 0}
+    return {"tasks": len(both), "names": [r["task"] for r in both],
+            "geomean_ours": metrics.geometric_mean([r["ours_credited"] for r in both]),
+            "geomean_cudal1": metrics.geometric_mean([r["cudal1_credited"] for r in both]),
+            "geomean_ours_measured": metrics.geometric_mean([float(r["ours"]["speedup"]) for r in both]),
+            "geomean_cudal1_measured": metrics.geometric_mean([float(r["cudal1"]["speedup"]) for r in both])}
 
 
 def speedup_chart(rows: list[dict[str, Any]]) -> str | None:
@@ -381,6 +464,7 @@ def markdown(rows: list[dict[str, Any]], s: dict[str, Any]) -> str:
               f"- faster than eager: {s['faster_than_eager']} of {s['tasks']} tasks ({s['faster_share']:.0%}; target 80 %)",
               f"- geomean over all tasks (1.00x where no verified faster kernel): ours {_x(s['geomean_ours'])}, "
               f"CUDA-L1 {_x(s['geomean_cudal1'])}",
+              like_line(s["like_for_like"]),
               f"- with the kernels the review set aside counted instead: ours {_x(s['geomean_ours_counting_set_aside'])} "
               "(not claimed)",
               f"- custom kernels among our faster bests: {s['custom_share_of_bests']:.0%} (target 75 %)",
@@ -391,6 +475,14 @@ def markdown(rows: list[dict[str, Any]], s: dict[str, Any]) -> str:
     if missed:
         lines += ["What is not credited, per task, with the reason:", "", *missed, ""]
     return "\n".join(lines)
+
+
+def like_line(lf: dict[str, Any]) -> str:
+    if not lf.get("tasks"):
+        return "- like for like: no task where both kernels verified"
+    return (f"- like for like, the {lf['tasks']} tasks where both verified on the same GPU and task file: ours "
+            f"{_x(lf['geomean_ours'])}, CUDA-L1 {_x(lf['geomean_cudal1'])} (as measured, no 1.00x floor: "
+            f"{_x(lf['geomean_ours_measured'])} and {_x(lf['geomean_cudal1_measured'])})")
 
 
 def misses(row: dict[str, Any]) -> list[str]:
@@ -415,6 +507,48 @@ def misses(row: dict[str, Any]) -> list[str]:
         else:
             why = f"{_x(speedup)} over eager, within the timing's noise (its interval or range reaches 1.00, or none was measured)"
         out.append(f"- {row['task']}, {label}: {why}")
+    return out
+
+
+def _level_id(task: str) -> tuple[str, str]:
+    """(levelN, id) of a task path or name: the same task at any KernelBench revision."""
+    t = Path(task)
+    return t.parent.name, t.name.split("_")[0]
+
+
+def compare(args: argparse.Namespace) -> dict[str, Any]:
+    """Both figures of a written table (final_table.json): coverage (every task, 1.00x where a side
+    has no verified faster kernel) and like for like (`like_for_like`); with --old-sizes, CUDA-L1's
+    results at the sizes its kernels were written for (`prepare-old`'s run, or any eval rows of
+    CUDA-L1's kernels against the old task files; matched by level and id, a later row winning)."""
+    table_json = json.loads(Path(args.table).read_text())
+    rows = table_json["rows"]
+    cover = {"tasks": len(rows), "geomean_ours": metrics.geometric_mean([r["ours_credited"] for r in rows]),
+             "geomean_cudal1": metrics.geometric_mean([r["cudal1_credited"] for r in rows])}
+    out: dict[str, Any] = {"coverage": cover, "like_for_like": like_for_like(rows), "gpu": table_json["summary"].get("gpu")}
+    print(f"coverage, all {cover['tasks']} tasks (1.00x where a side has no verified faster kernel): "
+          f"ours {_x(cover['geomean_ours'])}, CUDA-L1 {_x(cover['geomean_cudal1'])} ({out['gpu']})")
+    print(like_line(out["like_for_like"])[2:])
+    if args.old_sizes:
+        old = {_level_id(str(r["task"])): r for r in read_results(args.old_sizes)
+               if Path(str(r.get("candidate", ""))).parent.name == "cudal1"}
+        with_kernel = [r for r in rows if (r.get("has_kernel") or {}).get("cudal1", r["cudal1"] is not None)]
+        timed = {r["task"]: old[_level_id(r["task"])] for r in with_kernel if _level_id(r["task"]) in old}
+        verified = [r for r in timed.values() if r.get("correct")]
+        credited = {t: _credited(r) for t, r in timed.items()}
+        out["old_sizes"] = {
+            "kernels": len(with_kernel), "timed": len(timed), "verified": len(verified),
+            "geomean_over_all_tasks": metrics.geometric_mean([credited.get(r["task"], 1.0) for r in rows]),
+            "geomean_verified": metrics.geometric_mean([credited[t] for t, r in timed.items() if r.get("correct")])
+            if verified else None,
+            "per_task": {t: {"status": r.get("status"), "speedup": r.get("speedup"), "credited": credited[t]}
+                         for t, r in timed.items()}}
+        o = out["old_sizes"]
+        print(f"CUDA-L1 at the sizes it was written for: {o['timed']} of its {o['kernels']} kernels timed, "
+              f"{o['verified']} verified; geomean over all {len(rows)} tasks {_x(o['geomean_over_all_tasks'])}, "
+              f"over the verified {_x(o['geomean_verified'])}")
+        for t, v in o["per_task"].items():
+            print(f"  {t}: {v['status']} {_x(v['speedup'])} (credited {_x(v['credited'])})")
     return out
 
 
@@ -447,8 +581,18 @@ def main() -> None:
                                      "that result becomes theirs (same source, task file and configuration)")
     a.add_argument("--outbox", required=True, help="the campaign's outbox (jobs/ and results/)")
     a.add_argument("--results", required=True, nargs="+", help="the final run's eval-batch --json output")
+    o = sub.add_parser("prepare-old", help="CUDA-L1's kernels against the KernelBench revision they were written for")
+    o.add_argument("--old-kernelbench", required=True,
+                   help="the KernelBench/ folder of a checkout at c6c4ab6 (CUDA-L1's ref_code)")
+    o.add_argument("--out", required=True)
+    o.add_argument("--sample", default=str(SAMPLE))
+    o.add_argument("--cudal1", default=".kb/cudal1_order.txt", help="kernelbench_prep.py's TASK:KERNEL list")
+    c = sub.add_parser("compare", help="a written table's coverage and like-for-like figures, and CUDA-L1 at its own sizes")
+    c.add_argument("--table", required=True, help="final_table.json")
+    c.add_argument("--old-sizes", nargs="+", help="eval-batch --json rows of CUDA-L1's kernels at the old task files")
     args = ap.parse_args()
-    {"prepare": prepare, "table": table, "pending": pending, "adopt": adopt}[args.cmd](args)
+    {"prepare": prepare, "table": table, "pending": pending, "adopt": adopt, "prepare-old": prepare_old,
+     "compare": compare}[args.cmd](args)
 
 
 if __name__ == "__main__":

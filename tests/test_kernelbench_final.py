@@ -263,3 +263,98 @@ def test_adopt_gives_a_pending_job_the_final_runs_result_of_the_same_candidate(t
     assert sorted(p.stem for p in (box / "results").glob("*.json")) == ["ahead", "done"]
     adopted = json.loads((box / "results" / "ahead.json").read_text())
     assert adopted["speedup"] == 1.5 and adopted["adopted_from"] == "level1__1_A__c1.py"  # the later row wins
+
+
+GPU_PROFILE = {"method": "torch.profiler (CUDA)", "custom": [], "library": [], "pytorch": [], "other": []}
+
+
+def test_the_cuda_l1_classes_name_the_exploits_the_exploit_tests_define(bench_script: Any) -> None:
+    """kernelbench_summary.classify (issue 40): an output buffer handed back again and inputs
+    written are exploits, as tests/test_exploits.py's output_buffer_reuse and mutate_inputs are, not
+    policy or wrong answers; a correct kernel whose calls ran no GPU work but fills (CUDA-L1's old
+    level2/66 returns a stored torch.ones) stays accepted and is credited 1.00x."""
+    summary = bench_script("kernelbench_summary")
+    reuse = {"status": "rejected", "stage": "verify",
+             "reason": "the output of call 1 changed during later calls (an output buffer reused across calls or written late)"}
+    kept = {"status": "rejected", "stage": "bench", "reason": "a timed call returned a buffer it did not allocate for that call"}
+    writes = {"status": "rejected", "stage": "verify", "reason": "forward() modified its input tensors in place"}
+    assert [summary.classify(r)[0] for r in (reuse, kept, writes)] == ["exploit"] * 3
+    ones = {"status": "correct", "correct": True, "speedup": 9.0, "kernels": GPU_PROFILE}
+    filled = {**ones, "kernels": {**GPU_PROFILE, "pytorch": ["void at::native::vectorized_elementwise_kernel<4, "
+                                                              "at::native::FillFunctor<float> >(int, ...)"]}}
+    honest = {**ones, "kernels": {**GPU_PROFILE, "custom": ["relu_kernel(float const*, float*, int)"]}}
+    cpu = {**ones, "kernels": {"method": "torch.profiler (CPU)"}}
+    for constant in (ones, filled):
+        cls, why = summary.classify(constant)
+        assert cls == "accepted" and why.startswith("a constant output")
+        assert summary.credited_speedup(constant) == 1.0
+    assert summary.classify(honest) == ("accepted", "") and summary.credited_speedup(honest) == 9.0
+    assert summary.classify(cpu) == ("accepted", "") and summary.credited_speedup(cpu) == 9.0  # no GPU profile: not judged
+    # what stays where it was
+    assert summary.classify({"status": "rejected", "stage": "static", "reason": "the candidate imports time"})[0] == "policy"
+    assert summary.classify({"status": "incorrect", "stage": "verify", "rel_l2_err": 0.5, "reason": "error"})[0] == "wrong"
+    # the final table does not credit a constant output either
+    final = bench_script("kernelbench_final")
+    assert final._credited({**ones, "speedup_interval": [8.0, 10.0]}) == 1.0
+    assert final._credited({**honest, "speedup_interval": [8.0, 10.0]}) == 9.0
+
+
+def _row(task: str, ours: float | None, l1: float | None, **extra: Any) -> dict[str, Any]:
+    def side(s: float | None) -> dict[str, Any] | None:
+        return None if s is None else {"correct": s > 0, "status": "correct" if s > 0 else "incorrect", "speedup": abs(s)}
+    return {"task": task, "ours": side(ours), "cudal1": side(l1), "has_kernel": {"ours": True, "cudal1": l1 is not None},
+            "ours_credited": max(ours or 1.0, 1.0), "cudal1_credited": max(l1 or 1.0, 1.0), **extra}
+
+
+def test_like_for_like_beside_coverage_and_cuda_l1_at_its_own_sizes(tmp_path: Path, bench_script: Any) -> None:
+    """`compare`: the coverage geomean counts every task (1.00x where a side has no verified faster
+    kernel); like for like takes only the tasks where both verified in the same setting; the old
+    sizes' rows are matched to the table's tasks by level and id, whatever the file's name."""
+    final = bench_script("kernelbench_final")
+    rows = [_row("level1/1_A", 4.0, 1.0), _row("level1/2_B", 2.0, -1.0), _row("level1/3_C", 9.0, None),
+            _row("level1/4_D", 1.5, 1.2, like_for_like=False)]  # a task whose two sides ran on two kinds of GPU
+    table = tmp_path / "final_table.json"
+    table.write_text(json.dumps({"summary": {"gpu": "H100"}, "rows": rows}))
+    old = tmp_path / "old.jsonl"
+    old.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"task": "old/level1/1_A_renamed.py", "candidate": "final_old/cudal1/level1__1_A.py", "status": "correct",
+         "correct": True, "speedup": 1.6, "speedup_interval": [1.5, 1.7]},
+        {"task": "old/level1/2_B.py", "candidate": "final_old/ours/x.py", "status": "correct", "correct": True,
+         "speedup": 5.0, "speedup_interval": [4.0, 6.0]}]))  # not CUDA-L1's: left out
+    got = final.compare(argparse.Namespace(table=str(table), old_sizes=[str(old)]))
+    assert math.isclose(got["coverage"]["geomean_ours"], (4.0 * 2.0 * 9.0 * 1.5) ** 0.25)
+    assert math.isclose(got["coverage"]["geomean_cudal1"], 1.2 ** 0.25)
+    lf = got["like_for_like"]
+    assert lf["tasks"] == 1 and lf["names"] == ["level1/1_A"] and lf["geomean_ours"] == 4.0 and lf["geomean_cudal1"] == 1.0
+    o = got["old_sizes"]
+    assert (o["kernels"], o["timed"], o["verified"]) == (3, 1, 1) and math.isclose(o["geomean_over_all_tasks"], 1.6 ** 0.25)
+    # the table's own flag: same kind of GPU and the same task file
+    a = {"correct": True, "task": "kb/level1/1_A.py", "hardware": {"gpu": "H100"}}
+    assert final._same_setting(a, dict(a)) and not final._same_setting(a, {**a, "hardware": {"gpu": "H200"}})
+    assert not final._same_setting(a, {**a, "task": "old/level1/1_A.py"}) and not final._same_setting(a, None)
+
+
+def test_prepare_old_pairs_cuda_l1_with_the_revision_it_was_written_for(tmp_path: Path, bench_script: Any) -> None:
+    """`prepare-old` finds each task at the old revision by level and id (names changed since) and
+    refuses a checkout whose files are not the release's ref_code."""
+    final = bench_script("kernelbench_final")
+    ref, kernel = tmp_path / "kb" / "cudal1" / "level3" / "37_LSTMCn.py", tmp_path / "kb" / "cudal1" / "L3_37.py"
+    ref.parent.mkdir(parents=True)
+    ref.write_text("batch_size = 10\n")
+    kernel.write_text("class ModelNew: pass\n")
+    (tmp_path / "order.txt").write_text(f"{ref}:{kernel}\n")
+    sample = tmp_path / "sample.json"
+    sample.write_text(json.dumps({"tasks": [{"task": "level3/37_LSTMCn", "path": "level3/37_LSTMCn.py"},
+                                            {"task": "level3/3_X", "path": "level3/3_X.py"}]}))
+    old = tmp_path / "old" / "KernelBench" / "level3"
+    old.mkdir(parents=True)
+    (old / "37_LTSMCn.py").write_text("batch_size = 10\n")
+    args = argparse.Namespace(old_kernelbench=str(old.parent), out=str(tmp_path / "out"), sample=str(sample),
+                              cudal1=str(tmp_path / "order.txt"))
+    final.prepare_old(args)
+    assert (tmp_path / "out" / "manifest.txt").read_text().splitlines()[1:] == [
+        f"{old / '37_LTSMCn.py'}:cudal1/level3__37_LSTMCn.py"]
+    assert (tmp_path / "out" / "cudal1" / "level3__37_LSTMCn.py").read_text() == "class ModelNew: pass\n"
+    (old / "37_LTSMCn.py").write_text("batch_size = 1024\n")  # today's sizes: not the revision CUDA-L1 used
+    with pytest.raises(SystemExit, match="not the KernelBench revision"):
+        final.prepare_old(args)
