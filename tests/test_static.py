@@ -32,8 +32,10 @@ def accepted(source: str) -> None:
 
 
 @pytest.mark.parametrize("snippet, why", [
-    ("import threading", "threads"),
-    ("from concurrent.futures import ThreadPoolExecutor", "thread"),
+    ("import threading", "thread check"),
+    ("import _thread", "thread check"),
+    ("from concurrent.futures import ProcessPoolExecutor", "other processes"),
+    ("from concurrent.futures import ThreadPoolExecutor\np = ThreadPoolExecutor(1)\nt = next(iter(p._threads))", "Thread"),
     ("import ctypes\nctypes.memmove(0, 1, 8)", "any address"),
     ("import gc", "garbage"),
     ("import os\nos._exit(0)", "exiting"),
@@ -47,7 +49,6 @@ def accepted(source: str) -> None:
     ("s = torch.cuda.Stream()", "side streams"),
     ("from torch.cuda import Stream as S\ns = S()", "side streams"),
     ("import cupy\ns = cupy.cuda.ExternalStream(0)", "side streams"),
-    ("torch.backends.cuda.matmul.allow_tf32 = True", "precision"),
     ("x = eval('1')", "dynamic code"),
     ("m = __import__('threading')", "dynamic imports"),
     ("data = open('/tmp/x').read()", "files"),
@@ -168,9 +169,32 @@ def test_side_streams_are_still_refused(snippet):
     assert "side streams" in refused(snippet)
 
 
-def test_new_precision_flag_is_refused_unless_opted_in():
-    assert "precision" in refused("torch.backends.cuda.matmul.fp32_precision = 'tf32'")
-    assert check_source(HEADER + "torch.backends.cuda.matmul.fp32_precision = 'tf32'" + MODEL, allow_tf32=True).rejected is None
+@pytest.mark.parametrize("snippet", [
+    "torch.backends.cudnn.allow_tf32 = True",
+    "torch.backends.cuda.matmul.allow_tf32 = True",
+    "torch.set_float32_matmul_precision('high')",
+    "torch.backends.cuda.matmul.fp32_precision = 'tf32'",
+    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = True",
+])
+def test_precision_flags_are_not_refused(snippet):
+    """Issue 40: 16 of the 25 CUDA-L1 kernels refused "for TF32" only set flags that changed nothing
+    for their task. A flag changes only the candidate's own process; its error decides
+    (tests/test_precision_policy.py runs such candidates)."""
+    accepted(HEADER + snippet + MODEL)
+
+
+def test_a_joined_thread_pool_is_not_refused():
+    """Its workers are stdlib threads the run-time check sees (tests/test_exploits.py runs a joined
+    and an un-joined pool)."""
+    accepted(HEADER + """from concurrent.futures import ThreadPoolExecutor
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        with ThreadPoolExecutor(2) as pool:
+            halves = list(pool.map(torch.relu, x.chunk(2)))
+        return torch.cat(halves)
+""")
 
 
 # --- legitimate patterns the sandbox contains: accepted ------------------------------------------
@@ -299,11 +323,6 @@ def test_honest_source_passes_and_names_its_kernels():
     assert report.rejected is None and report.syntax_error is None
     assert set(report.kernel_names) == {"add_kernel", "scale_rows", "relu_k"}
     assert "triton" in report.languages
-
-
-def test_tf32_allowed_when_opted_in():
-    source = HEADER + "torch.backends.cuda.matmul.allow_tf32 = True" + MODEL
-    assert check_source(source, allow_tf32=True).rejected is None
 
 
 def test_syntax_error_and_missing_modelnew():

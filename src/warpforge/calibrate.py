@@ -41,6 +41,7 @@ def row(task: Task, result: EvalResult) -> dict[str, Any]:
             "claim": result.claim.to_dict(), "reference_ms": ref, "candidate_ms": result.candidate.median_ms if result.candidate else None,
             "rel_l2_err": result.rel_l2_err, "tolerance": result.tolerance.get("rel_l2"),
             "reason": result.reason, "warnings": list(result.warnings), "hardware": result.hardware,
+            "strict_fp32": bool(result.config.get("strict_fp32")),  # the bar's precision mode (--strict-fp32)
             # what explains a speedup away from 1.00x: each round's medians, and each side's host
             # latency and sync tail (bench.py)
             "paired": result.paired, "timing": {side: _timing_facts(t) for side, t in

@@ -81,6 +81,11 @@ class EvalConfig:
     """Time torch.compile too; None = on for CUDA (where it pays), off for CPU (minutes of C++ builds)."""
     allow_tf32: bool = False
     """TF32 for fp32 tasks is an explicit opt-in (DESIGN.md); also switches the baselines' TF32 on."""
+    strict_fp32: bool = False
+    """True fp32: the reference's and the candidate's processes both start with TF32 off (matmuls and
+    cuDNN), and the bar is calibrated from that reference. Off by default because the bar is "as
+    accurate as the task's program as PyTorch runs it by default", where cuDNN convolutions use TF32
+    (a convolution task's own program lands near 3e-4 against float64 on an H100)."""
     cache_dir: str = ""
     """Compile cache (load_inline, Triton, CuPy) and baseline timings; "" = $WARPFORGE_CACHE or ~/.cache/warpforge."""
     reuse_baselines: bool | None = None
@@ -140,6 +145,8 @@ class EvalConfig:
             raise ConfigError(f"--timeout must be positive, not {self.timeout_s}")
         if self.spare_workers is not None and self.spare_workers < 0:
             raise ConfigError(f"spare_workers must be 0 or more, not {self.spare_workers}")
+        if self.strict_fp32 and self.allow_tf32:
+            raise ConfigError("strict_fp32 turns TF32 off and allow_tf32 on: choose one")
         if self.mem_limit_gb <= 0:
             raise ConfigError(f"the memory limit must be positive, not {self.mem_limit_gb}")
 

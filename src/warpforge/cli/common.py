@@ -60,6 +60,10 @@ def add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-bench", action="store_true", help="check correctness only")
     p.add_argument("--size", help="size preset of the task (default: gpu on cuda, cpu on cpu)")
     p.add_argument("--allow-tf32", action="store_true", help="accept TF32 accuracy for fp32 tasks (opt-in)")
+    p.add_argument("--strict-fp32", action="store_true",
+                   help="true fp32: TF32 off (matmuls and cuDNN) in the reference's and the candidate's processes, "
+                        "the bar calibrated from that reference (default: PyTorch's defaults, where cuDNN "
+                        "convolutions use TF32)")
     p.add_argument("--compile-baseline", action=argparse.BooleanOptionalAction, default=None,
                    help="also time torch.compile (default: on for cuda, off for cpu)")
     p.add_argument("--no-profile", action="store_true", help="skip recording which kernels ran")
@@ -100,7 +104,8 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
 
     config = EvalConfig(
         device=args.device, size=args.size, trials=args.trials, bench=not args.no_bench, mode=args.mode,
-        allow_tf32=args.allow_tf32, compile_baseline=args.compile_baseline, profile=not args.no_profile,
+        allow_tf32=args.allow_tf32, strict_fp32=args.strict_fp32, compile_baseline=args.compile_baseline,
+        profile=not args.no_profile,
         reuse_baselines=False if args.fresh_baselines else None, sets_memory_gb=args.sets_memory_gb,
         sandbox=sandbox_from_args(args), cpu_threads=args.cpu_threads, cuda_ipc=args.cuda_ipc,
         **({"paired_rounds": args.paired_rounds} if args.paired_rounds is not None else {}),

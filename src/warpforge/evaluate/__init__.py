@@ -77,7 +77,7 @@ def precompile(source: str, config: EvalConfig, arch: str) -> Precompiled:
     static policy, memory limit and time limit apply as to an evaluation."""
     cfg = config.resolved()
     start = time.monotonic()
-    report = check_source(source, allow_tf32=True)
+    report = check_source(source)
     if report.syntax_error or report.rejected:
         return {"status": "skipped", "seconds": 0.0}
     root = Path(tempfile.mkdtemp(prefix="warpforge-precompile-", dir=os.environ.get("WARPFORGE_TMP_ROOT")))
@@ -130,7 +130,8 @@ class Judge:
         assert self.cfg.device is not None and self.cfg.size is not None and self.cfg.spare_workers is not None
         if self.cfg.sandbox:
             jail.require()  # one sentence saying how to enable it, before anything starts
-        self.allow_tf32 = self.cfg.allow_tf32 or bool(task.metadata.get("allow_tf32"))
+        # strict fp32 overrides a task's own TF32 opt-in: the user asked for true fp32
+        self.allow_tf32 = not self.cfg.strict_fp32 and (self.cfg.allow_tf32 or bool(task.metadata.get("allow_tf32")))
         self.spares = self.cfg.spare_workers
         # tmpfs when there is one: GPU-sized inputs and outputs cross between processes as files
         shm = "/dev/shm" if _free_gb("/dev/shm") > 16 else None
@@ -173,7 +174,7 @@ class Judge:
         cfg = self.cfg
         base = EvalResult("crashed", "", "static", task=self.task.name, candidate_id=candidate.id,
                           config=cfg.to_dict())
-        report = check_source(candidate.source, self.allow_tf32)
+        report = check_source(candidate.source)
         if not cfg.static_checks:
             report = dataclasses.replace(report, rejected=None)
         if report.syntax_error:
@@ -253,7 +254,7 @@ class Judge:
             poison_bytes=int(min(4 * out_bytes + (64 << 20), 2 << 30 if cfg.device == "cuda" else 256 << 20)),
             bench_args=_bench_args(cfg), round_args=_round_args(cfg), profile=cfg.profile and cfg.bench,
             kernel_names=list(kernel_names), env=self._cache_env(candidate, workdir.parent / "cache"),
-            share_outputs=cfg.device == "cuda" and cfg.cuda_ipc)
+            share_outputs=cfg.device == "cuda" and cfg.cuda_ipc, strict_fp32=cfg.strict_fp32)
         staged = self._staged
         spec_path = workdir / "spec.json"
         spec_path.write_text(spec.to_json())
@@ -367,7 +368,8 @@ class Judge:
             bench_args=_bench_args(cfg), task_hash=self.task.source_hash,
             baseline_cache_dir=str(Path(cfg.cache_dir) / "baselines") if cfg.reuse_baselines else "",
             # a task with no CPU preset (KernelBench's files carry their GPU sizes only) is scaled down
-            fit_bytes=CPU_BYTES if cfg.size == "cpu" and "cpu" not in (self.task.metadata.get("sizes") or {}) else 0)
+            fit_bytes=CPU_BYTES if cfg.size == "cpu" and "cpu" not in (self.task.metadata.get("sizes") or {}) else 0,
+            strict_fp32=cfg.strict_fp32)
         spec_path = self._tmp / "reference_spec.json"
         spec_path.write_text(spec.to_json())
         self._server_started = time.monotonic()

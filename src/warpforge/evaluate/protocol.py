@@ -325,6 +325,8 @@ class ReferenceSpec:
     """0: the task's globals as they are (with `sizes`); N: a task with no preset for this size
     has its large int globals scaled down until inputs and weights take at most N bytes
     (presets.fit_globals)."""
+    strict_fp32: bool = False
+    """TF32 off in this process before the task loads (precision.apply)."""
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -415,6 +417,8 @@ class CandidateSpec:
     share_outputs: bool = False
     """CUDA: the verified outputs go to the reference process as IPC handles of copies
     (evaluate/shared.py); the out_<i>.pt files then hold only their descriptors."""
+    strict_fp32: bool = False
+    """TF32 off in this process before the candidate is imported (precision.apply)."""
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

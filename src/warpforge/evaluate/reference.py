@@ -33,7 +33,7 @@ import torch
 
 from warpforge.errors import TaskError, WarpforgeError
 from warpforge.evaluate import state as module_state
-from warpforge.evaluate import bench, hardware, shared
+from warpforge.evaluate import bench, hardware, precision, shared
 from warpforge.evaluate.inputs import (DEFAULT_DISTS, apply_distribution, fast_serialization, fingerprint, inputs_changed,
                                        output_structure, split_outputs)
 from warpforge.evaluate import debug
@@ -60,10 +60,9 @@ def main(spec_path: str) -> None:
     # The task's program runs under PyTorch's own defaults (cuDNN convolutions in TF32, fp32 matmuls
     # in true fp32), as it does for the user and as the candidate's process runs: its native error
     # against float64, measured under them, calibrates the tolerance (verify.tolerance_for), and the
-    # baselines are timed under them. An opt-in to TF32 turns it on for matmuls as well.
-    if spec.allow_tf32:
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+    # baselines are timed under them. An opt-in to TF32 turns it on for matmuls as well; strict fp32
+    # turns it off for both, here and in the candidate's process.
+    precision.apply(spec.strict_fp32, spec.allow_tf32)
     try:
         task = load_task(spec.task_path)
         module = import_task_module(task, spec.sizes)
@@ -421,6 +420,8 @@ def _baseline_cache(spec: ReferenceSpec, hw: dict[str, Any]) -> Path | None:
     key = {k: fields[k] for k in ("task_hash", "sizes", "device", "allow_tf32", "bench_args", "compile_baseline")}
     if spec.fit_bytes:  # (absent otherwise, so the keys of tasks with presets stay as they were)
         key["fit_bytes"] = spec.fit_bytes
+    if spec.strict_fp32:  # (likewise)
+        key["strict_fp32"] = True
     key["hardware"] = {k: hw.get(k) for k in ("gpu", "cpu", "driver", "torch", "cuda", "triton")}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:24]
     return Path(spec.baseline_cache_dir) / f"{digest}.json"

@@ -1,9 +1,12 @@
 """Static checks on a candidate's source before any of it runs (parse only, in the parent).
 
-Behaviour decides: the OS sandbox contains file, network and process access, and run-time checks
-catch tampering with the harness and the timer. These rules are only a cheap pre-filter, each with
-its why: for what behaviour cannot see (rewriting the harness's memory in-process, precision flags)
-or as early, readable refusals; obfuscated code slips past them. Also names languages and kernels."""
+Behaviour decides: the OS sandbox contains file, network and process access, run-time checks catch
+tampering with the harness and the timer and work left running after forward() returns, and the
+measured error decides precision (a precision flag changes only the candidate's own process). These
+rules are only a cheap pre-filter, each with its why: for what behaviour cannot see (rewriting the
+harness's memory in-process, threads that the run-time check cannot list or that answer its
+questions themselves) or as early, readable refusals of what the sandbox stops anyway; obfuscated
+code slips past them. Also names languages and kernels."""
 
 from __future__ import annotations
 
@@ -22,6 +25,10 @@ ALLOWED_IMPORTS = {
     "torch", "triton", "cupy", "cupyx", "numpy", "cuda", "math", "functools", "itertools", "typing",
     "dataclasses", "collections", "operator", "os", "enum", "abc", "__future__", "warnings", "numbers",
     "ctypes",  # for pointers and sizes; its raw-memory parts are refused by CTYPES_FORBIDDEN
+    # thread pools: a worker still running the candidate's job when forward() returns is caught at
+    # run time (worker._new_threads), so a pool joined before the return (`with ThreadPoolExecutor()`,
+    # `pool.map`, `.result()`) runs; its process and interpreter pools are refused in FORBIDDEN_ATTRS
+    "concurrent",
 }
 # what of os a kernel needs (settings, a build folder, a per-process extension name: CUDA-L1's
 # level1/96 kernel names its build `f"huber_loss_cuda_{os.getpid()}"`); the rest starts processes,
@@ -31,12 +38,18 @@ DUNDERS_ALLOWED = {"__init__", "__name__", "__doc__"}
 # module -> why it is refused, whether imported or reached as an attribute of another module
 # (torch.utils.cpp_extension re-exports subprocess, shutil, glob, os, sys, importlib, sysconfig)
 FORBIDDEN_MODULES = {
-    "threading": "background threads can hide work from the timer",
-    "_thread": "background threads can hide work from the timer",
-    "concurrent": "thread and process pools can hide work from the timer",
+    # The run-time thread check lists threading.Thread objects and asks each one (is_alive, run, its
+    # target): a Thread subclass answers for itself, in-process, and threading's settrace/setprofile
+    # hooks reach the harness's frames; _thread's threads have no Thread object to list at all.
+    # Behaviour sees neither. A concurrent.futures.ThreadPoolExecutor's stdlib workers it does see.
+    "threading": "its Thread subclasses answer the run-time thread check themselves and its trace hooks reach "
+                 "the harness (use concurrent.futures.ThreadPoolExecutor and finish its work before returning)",
+    "_thread": "its threads are invisible to the run-time thread check",
+    # another process's work is outside the run-time thread check and the output fingerprints' timing
     "multiprocessing": "other processes can hide work from the timer",
-    "subprocess": "candidates may not start processes",
-    "signal": "candidates may not handle signals",
+    # in-process: these reach the harness's objects, frames, imports or control flow in the process it
+    # shares with the candidate, which no run-time check can see
+    "signal": "a signal handler interrupts the harness's own code",
     "gc": "walking the garbage collector reaches harness objects",
     "inspect": "frame inspection reaches harness objects",
     "traceback": "walking the stack reaches harness frames",
@@ -44,7 +57,10 @@ FORBIDDEN_MODULES = {
     "builtins": "patching builtins tampers with the harness",
     "sys": "the interpreter's state (modules, frames, exit) reaches the harness",
     "warpforge": "candidates may not import the evaluator",
-    "pickle": "candidates may not load pickled data",
+    "pickle": "unpickling runs arbitrary code",
+    # the sandbox contains these (no network, a read-only filesystem, its own PID namespace): refused
+    # early, with a reason a model can act on
+    "subprocess": "candidates may not start processes",
     "socket": "candidates may not use the network",
     "urllib": "candidates may not use the network",
     "http": "candidates may not use the network",
@@ -56,6 +72,9 @@ FORBIDDEN_MODULES = {
     "sysconfig": "it locates the interpreter's files, for process and file tricks",
     "setuptools": "build tools start processes",
 }
+# builtins: dynamic code hides what it does from this pre-filter; the introspection and patching ones
+# reach the harness's objects in-process, and input() reads the harness's command pipe (stdin), which
+# behaviour cannot see; open() the sandbox contains, refused early
 FORBIDDEN_CALLS = {
     "exec": "dynamic code execution", "eval": "dynamic code execution", "compile": "dynamic code execution",
     "__import__": "dynamic imports", "open": "reading or writing files", "globals": "harness introspection",
@@ -64,6 +83,8 @@ FORBIDDEN_CALLS = {
     "input": "reading standard input (the harness's command pipe)", "memoryview": "raw memory access",
 }
 # attribute chains (matched as whole segments anywhere in the resolved chain) -> why
+# os and sys: processes, files and exits the sandbox contains or the parent sees (refused early); raw
+# writes to a file descriptor (the harness's channel), frames and tracing are in-process, unseen
 FORBIDDEN_ATTRS = {
     "os._exit": "exiting the process early", "os.fork": "starting processes", "os.kill": "signalling processes",
     "os.system": "starting processes", "os.popen": "starting processes", "os.write": "writing raw file descriptors",
@@ -71,15 +92,30 @@ FORBIDDEN_ATTRS = {
     "sys._getframe": "frame inspection", "sys.modules": "reaching into loaded modules", "sys.exit": "exiting early",
     "sys.settrace": "tracing the harness", "sys.setprofile": "tracing the harness",
     # bench.time_calls syncs the whole device before its end event, and the worker fingerprints outputs
-    # at return and after a sync, so a side stream's work is counted or caught: refused early all the same
+    # at return and after a sync, so a side stream's work is counted or caught, except what fits in the
+    # sync round trip taken off each call (up to 30 us + 1 % of it, bench.py): behaviour cannot see that
     "torch.cuda.Stream": "side streams hide work from the timer", "torch.cuda.stream": "side streams hide work from the timer",
     "torch.cuda.set_stream": "side streams hide work from the timer",
     "torch.cuda.ExternalStream": "side streams hide work from the timer",
     "cuda.Stream": "side streams hide work from the timer", "cuda.ExternalStream": "side streams hide work from the timer",
-    # Inductor's compile pools run whatever is submitted to them, off the timed call
-    "torch._inductor.async_compile": "thread pools hide work from the timer",
+    # Inductor's compile pools run whatever is submitted to them, off the timed call, in processes that
+    # the run-time thread check does not see
+    "torch._inductor.async_compile": "compile pools hide work from the timer",
     "torch._inductor.compile_worker": "process pools hide work from the timer",
-    "ThreadPoolExecutor": "thread pools hide work from the timer", "Thread": "background threads hide work from the timer",
+    # the Thread class reached through another module, or through a pool's own Thread objects
+    # (`pool._threads`, the module's registry of them), can be subclassed (see "threading" above)
+    "Thread": "a Thread subclass answers the run-time thread check itself",
+    "_threads": "a pool's Thread objects give the Thread class, whose subclasses answer the run-time thread "
+                "check themselves",
+    "concurrent.futures.thread": "its registry of pools' Thread objects gives the Thread class, whose subclasses "
+                                 "answer the run-time thread check themselves (import from concurrent.futures)",
+    # other processes' and interpreters' work is outside the run-time thread check
+    "ProcessPoolExecutor": "other processes can hide work from the timer",
+    "concurrent.futures.process": "other processes can hide work from the timer",
+    "InterpreterPoolExecutor": "other interpreters' threads can hide work from the timer",
+    "concurrent.interpreters": "other interpreters' threads can hide work from the timer",
+    # files and the network: the sandbox contains them (read-only filesystem, no network, the harness's
+    # files absent or deleted before candidate code runs); refused early, with a reason a model can act on
     "torch.load": "reading files", "torch.save": "writing files", "torch.from_file": "reading files",
     "torch.serialization": "reading and writing files", "torch.jit.load": "reading files", "torch.jit.save": "writing files",
     "torch.export.load": "reading files", "torch.export.save": "writing files", "torch.package": "reading and writing files",
@@ -94,12 +130,13 @@ FORBIDDEN_ATTRS = {
     "numpy.ctypeslib": "loading libraries and wrapping any address as an array",
     "cupy.load": "reading files", "cupy.save": "writing files", "cupy.savez": "writing files",
     "cupy.savez_compressed": "writing files", "cupy.fromfile": "reading files",
-    "torch.set_float32_matmul_precision": "changing the task's precision",
-    "allow_tf32": "changing the task's precision", "fp32_precision": "changing the task's precision",
-    "allow_fp16_reduced_precision_reduction": "changing the task's precision",
-    "allow_bf16_reduced_precision_reduction": "changing the task's precision",
 }
-# attribute names refused on any object (arrays, storages, ctypes types) -> why
+# No rule on precision flags (allow_tf32, set_float32_matmul_precision, reduced-precision reductions):
+# a flag changes only the candidate's own process (the reference runs in another, clean one), and its
+# outputs are measured against float64 like any other's. A flag that changes nothing changes no error;
+# one that lowers precision below the reference's shows in the error (docs/evaluation.md, "Precision").
+# attribute names refused on any object (arrays, storages, ctypes types) -> why: files and the network
+# (the sandbox contains them; refused early); raw addresses (in-process, unseen by behaviour)
 FORBIDDEN_METHODS = {
     "tofile": "writing files (ndarray.tofile)", "dump": "writing pickles to files (ndarray.dump)",
     "from_file": "mapping files (Storage.from_file)", "urlopen": "using the network",
@@ -120,18 +157,25 @@ CTYPES_FORBIDDEN = {
     "pydll": "it calls C functions", "LibraryLoader": "it calls C functions", "CFUNCTYPE": "it calls C functions",
     "PYFUNCTYPE": "it calls C functions", "util": "it finds libraries to load",
 }
-# patterns in the C++/CUDA source strings -> why. The sandbox contains files, processes and the
-# network; these refuse the plain calls early, with a reason a model can act on.
+# patterns in the C++/CUDA source strings -> why.
 FORBIDDEN_NATIVE = {
+    # the timer's device-wide sync counts a side stream's work except what fits in the round trip taken
+    # off each call (see torch.cuda.Stream above)
     r"\bcudaStreamCreate": "side streams hide work from the timer",
     r"\bcuStreamCreate": "side streams hide work from the timer",
+    # a native thread has no Python object: the run-time check only counts the process's threads
+    # (PyTorch and Triton start their own), so behaviour cannot tell the candidate's apart
     r"\bstd::thread\b|\bpthread_create\b|\bstd::async\b": "background threads can hide work from the timer",
+    # the sandbox contains processes, files and the network: refused early, with a reason a model can act on
     r"\b(?:v?fork|exec[lv]\w*|posix_spawnp?|popen|system)\s*\(": "starting processes",
     r"\b(?:f?open|freopen|fdopen|openat|creat|mmap)\s*\(|\b(?:std::)?(?:basic_)?[io]?fstream\b|\bfilebuf\b"
     r"|std::filesystem|<fstream>": "reading or writing files",
-    r"\bdl(?:m?open|sym)\b": "loading libraries at run time",
     r"\b(?:socket|connect|getaddrinfo|gethostbyname)\s*\(": "using the network",
+    # in-process: a loaded library's functions and raw system calls reach the harness's memory, as
+    # ctypes' CDLL would (CTYPES_FORBIDDEN)
+    r"\bdl(?:m?open|sym)\b": "loading libraries at run time",
     r"\bsyscall\b": "raw system calls",
+    # timing only: data pinned in L2 survives the flush before each timed call, and no output shows it
     r"\bcudaCtxResetPersistingL2Cache|cudaLimitPersistingL2CacheSize|accessPolicyWindow": "pinning data in L2 defeats the cache flush",
 }
 # a string is C++/CUDA source if it has one of these (";": a body kept apart from its #include)
@@ -168,7 +212,7 @@ class StaticReport:
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
 
-def check_source(source: str, allow_tf32: bool = False) -> StaticReport:
+def check_source(source: str) -> StaticReport:
     """Parse and vet a candidate; never executes it."""
     try:
         tree = pysource.parse(source)
@@ -176,7 +220,7 @@ def check_source(source: str, allow_tf32: bool = False) -> StaticReport:
     except SyntaxError as exc:
         return StaticReport(syntax_error=f"line {exc.lineno}: {exc.msg}")
     native = "\n".join(s for s in _strings(tree) if any(m in s for m in NATIVE_MARKERS))
-    problem = _python_problem(tree, _builtin_reads(scopes), allow_tf32) or _native_problem(native)
+    problem = _python_problem(tree, _builtin_reads(scopes)) or _native_problem(native)
     if "ModelNew" not in {n.name for n in tree.body if isinstance(n, ast.ClassDef)} and not any(
             isinstance(n, (ast.Assign, ast.ImportFrom)) and "ModelNew" in ast.dump(n) for n in tree.body):
         return StaticReport(syntax_error="the candidate does not define class ModelNew")
@@ -227,23 +271,23 @@ def _aliases(tree: ast.Module) -> dict[str, str]:
     return aliases
 
 
-def _python_problem(tree: ast.Module, builtins: set[str], allow_tf32: bool) -> str | None:
+def _python_problem(tree: ast.Module, builtins: set[str]) -> str | None:
     aliases = _aliases(tree)
     on_current_stream = _current_stream_wrappers(tree, aliases)
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            problem = _import_problem(node, allow_tf32)
+            problem = _import_problem(node)
         elif isinstance(node, ast.Call):
-            problem = _call_problem(node, aliases, allow_tf32)
+            problem = _call_problem(node, aliases)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("__") \
                 and node.value.endswith("__") and node.value not in DUNDERS_ALLOWED and len(node.value) > 4:
             problem = f"names {node.value!r}: introspection is not allowed"
         elif isinstance(node, ast.Name) and node.id in builtins:
             problem = f"uses {node.id}(): {FORBIDDEN_CALLS[node.id]} is not allowed"
         elif isinstance(node, ast.Name) and node.id in aliases:
-            problem = _chain_problem(aliases[node.id], allow_tf32)
+            problem = _chain_problem(aliases[node.id])
         elif isinstance(node, ast.Attribute) and id(node) not in on_current_stream:
-            problem = _attribute_problem(node, aliases, allow_tf32)
+            problem = _attribute_problem(node, aliases)
         else:
             problem = None
         if problem:
@@ -251,7 +295,7 @@ def _python_problem(tree: ast.Module, builtins: set[str], allow_tf32: bool) -> s
     return None
 
 
-def _import_problem(node: ast.Import | ast.ImportFrom, allow_tf32: bool) -> str | None:
+def _import_problem(node: ast.Import | ast.ImportFrom) -> str | None:
     if isinstance(node, ast.ImportFrom) and node.level:
         return None  # relative: the candidate's own package
     if isinstance(node, ast.Import):
@@ -266,25 +310,25 @@ def _import_problem(node: ast.Import | ast.ImportFrom, allow_tf32: bool) -> str 
             return f"imports {name}: {FORBIDDEN_MODULES[root]}"
         if root not in ALLOWED_IMPORTS:
             return f"imports {name}: only {', '.join(sorted(ALLOWED_IMPORTS))} may be imported"
-        problem = _chain_problem(name, allow_tf32)
+        problem = _chain_problem(name)
         if problem:
             return problem
     return None
 
 
-def _attribute_problem(node: ast.Attribute, aliases: dict[str, str], allow_tf32: bool) -> str | None:
+def _attribute_problem(node: ast.Attribute, aliases: dict[str, str]) -> str | None:
     if node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in DUNDERS_ALLOWED:
         return f"touches {node.attr}: introspection is not allowed"
-    return _chain_problem(_resolve(node, aliases), allow_tf32)
+    return _chain_problem(_resolve(node, aliases))
 
 
-def _call_problem(node: ast.Call, aliases: dict[str, str], allow_tf32: bool) -> str | None:
+def _call_problem(node: ast.Call, aliases: dict[str, str]) -> str | None:
     func = node.func
     if isinstance(func, ast.Name) and func.id in ("getattr", "hasattr"):
         if len(node.args) < 2 or not (isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
             return f"uses {func.id}() with a computed attribute name, which hides what it reaches"
         # getattr(x, "name") reaches what x.name does
-        return _chain_problem(f"{_resolve(node.args[0], aliases)}.{node.args[1].value}", allow_tf32)
+        return _chain_problem(f"{_resolve(node.args[0], aliases)}.{node.args[1].value}")
     if isinstance(func, ast.Call) and _resolve(func.func, aliases) == "ctypes.POINTER":
         return "makes a ctypes pointer object: indexing it reads and writes past its target, the harness's memory"
     if _resolve(func, aliases) == "ctypes.cast" and not _scalar_ctype(_argument(node, 1, "typ"), aliases):
@@ -306,9 +350,9 @@ def _scalar_ctype(node: ast.AST | None, aliases: dict[str, str]) -> bool:
     return name.startswith("ctypes.c_") and name.count(".") == 1 and name.split(".")[1] not in CTYPES_FORBIDDEN
 
 
-def _chain_problem(dotted: str, allow_tf32: bool) -> str | None:
+def _chain_problem(dotted: str) -> str | None:
     """Judge a resolved attribute chain: its rules, then every segment that names a module."""
-    problem = _attr_problem(dotted, allow_tf32)
+    problem = _attr_problem(dotted)
     if problem:
         return problem
     parts = dotted.split(".")
@@ -333,12 +377,10 @@ def _ctypes_problem(name: str) -> str | None:
     return None
 
 
-def _attr_problem(dotted: str, allow_tf32: bool) -> str | None:
+def _attr_problem(dotted: str) -> str | None:
     padded = f".{dotted}."
     for pattern, why in FORBIDDEN_ATTRS.items():
         if f".{pattern}." in padded:
-            if allow_tf32 and ("tf32" in pattern or "float32_matmul" in pattern or "fp32_precision" in pattern):
-                continue
             return f"uses {dotted}: {why} is not allowed"
     return None
 

@@ -60,7 +60,7 @@ def tolerance_for(dtype: torch.dtype, metadata: dict[str, Any], allow_tf32: bool
     if not (dtype.is_floating_point or dtype.is_complex):
         return Tolerance(0.0, 0.0, exact=True)
     rel_l2, max_rel = DTYPE_TOLERANCES.get(dtype, DTYPE_TOLERANCES[torch.float32])
-    if dtype == torch.float32 and (allow_tf32 or metadata.get("allow_tf32")):
+    if dtype == torch.float32 and allow_tf32:  # the caller's: the config's or the task's opt-in, off in strict fp32
         rel_l2, max_rel = TF32_TOLERANCE
     rel_l2 = float(metadata.get("rtol", rel_l2))
     max_rel = float(metadata.get("atol", max_rel))

@@ -27,7 +27,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from warpforge.errors import CandidateFault, MisshapenOutputs, Rejected
-from warpforge.evaluate import bench, debug, inputs as inputs_mod, sandbox, shared, state
+from warpforge.evaluate import bench, debug, inputs as inputs_mod, precision, sandbox, shared, state
 from warpforge.evaluate.guard import Guard
 from warpforge.evaluate.inputs import fast_serialization, fingerprint, inputs_changed, output_problem, split_outputs
 from warpforge.evaluate import protocol
@@ -111,6 +111,7 @@ def main() -> None:
     spec = CandidateSpec.from_json(Path(spec_path).read_text())
     Path(spec_path).unlink()  # the candidate must not read the fingerprint positions or seeds
     os.environ.update(spec.env)  # this candidate's compile caches (the process started before it was known)
+    precision.apply(spec.strict_fp32)  # as the reference's process, before any candidate code
     guard = Guard([bench, inputs_mod, sandbox, shared, protocol, sys.modules[__name__], *protocol.MESSAGES.values(),
                    StageCall])
     check = guard.check  # bound now: replacing Guard.check on the class later does not reach this
