@@ -33,6 +33,11 @@ class EvalConfig:
     mem_limit_gb: float = 16.0
     """Host memory (RSS) the candidate process may hold before it is killed as out-of-memory, on
     top of twice the size of its input sets' file (evaluate.candidate_memory_mb)."""
+    work_limit_gb: float = float(os.environ.get("WARPFORGE_WORK_LIMIT_GB", 4.0))
+    """What a candidate may write into its work folder and private compile cache beyond the
+    harness's own files (its inputs, its outputs files, the staged cache); both are host folders,
+    in /dev/shm (memory) when it has room. Builds take a few MB to tens of MB (load_inline) and
+    Triton's cache less; 4 GiB is the size of its private /tmp. Over it: killed, `crashed`."""
     output_limit_kb: int = 64
     """Captured stdout/stderr kept per process: the first and last half of this many KiB."""
     bench: bool = True
@@ -149,6 +154,8 @@ class EvalConfig:
             raise ConfigError("strict_fp32 turns TF32 off and allow_tf32 on: choose one")
         if self.mem_limit_gb <= 0:
             raise ConfigError(f"the memory limit must be positive, not {self.mem_limit_gb}")
+        if not self.work_limit_gb > 0:
+            raise ConfigError(f"work_limit_gb (WARPFORGE_WORK_LIMIT_GB) must be positive, not {self.work_limit_gb}")
 
     def resolved(self) -> EvalConfig:
         """Fill the automatic fields (device, size, cache dir, compile baseline)."""

@@ -15,7 +15,6 @@ import math
 import os
 import random
 import secrets
-import shutil
 import tempfile
 import time
 from collections import deque
@@ -29,7 +28,7 @@ from warpforge.config import EvalConfig
 from warpforge.errors import HarnessError, TaskError
 from warpforge.evaluate import compile as compile_mod
 from warpforge.evaluate.inputs import fingerprint_positions
-from warpforge.evaluate import jail
+from warpforge.evaluate import jail, leftovers
 from warpforge.evaluate.paired import Rounds, pair_memory_note
 from warpforge.evaluate import protocol
 from warpforge.evaluate.presets import CPU_BYTES
@@ -99,15 +98,17 @@ def precompile(source: str, config: EvalConfig, arch: str) -> Precompiled:
         env.pop("TRITON_INTERPRET", None)
         child = Child("warpforge.evaluate.worker", [], env=env, cwd=str(tmp), output_limit_bytes=cfg.output_limit_kb * 1024,
                       jail=_jail(cfg, tmp, private))
+        watch = _folder_limit(cfg, [tmp, private])
         child.send(str(tmp / "spec.json"))
-        outcome = child.wait(timeout_s=cfg.timeout_s, mem_limit_mb=cfg.mem_limit_gb * 1024)
+        outcome = child.wait(timeout_s=cfg.timeout_s, mem_limit_mb=cfg.mem_limit_gb * 1024, watch=watch)
         kinds = {m["type"] for m in outcome.messages}
-        status: PrecompileStatus = ("compiled" if "compiled" in kinds else "compile_error" if "compile_error" in kinds
+        status: PrecompileStatus = ("crashed" if outcome.over_limit else "compiled" if "compiled" in kinds
+                                    else "compile_error" if "compile_error" in kinds
                                     else "timeout" if outcome.timed_out else "crashed")
         if cfg.sandbox and status == "compiled":
             compile_mod.publish(cfg.cache_dir, key, private, staged)
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        leftovers.remove_tree(root)
     return {"status": status, "seconds": round(time.monotonic() - start, 3)}
 
 
@@ -147,6 +148,7 @@ class Judge:
         self._count = 0
         self._draws = 0
         self._staged: dict[str, tuple[int, int]] | None = None  # what the current candidate's private cache got
+        self._unstaged = False  # the next candidate's private cache starts empty (a confirming run)
 
     def __enter__(self) -> Judge:
         return self
@@ -160,12 +162,16 @@ class Judge:
         if self._server is not None:
             self._server.kill()
             self._server = None
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        leftovers.remove_tree(self._tmp)
 
     def evaluate(self, candidate: Candidate) -> EvalResult:
         result = self._evaluate(candidate)
         if content_cache_rejected(result):  # confirmed on a fresh draw, in a fresh process, or not at all
-            result = confirm_content_cache(result, self._evaluate(candidate))
+            self._unstaged = True  # and from an empty compile cache: nothing the first run wrote reaches it
+            try:
+                result = confirm_content_cache(result, self._evaluate(candidate))
+            finally:
+                self._unstaged = False
         if not self.cfg.sandbox:
             result = dataclasses.replace(result, warnings=(*result.warnings, UNSANDBOXED))
         return result
@@ -184,7 +190,7 @@ class Judge:
         for dead in [w for w in self._workers if w[0].proc.poll() is not None]:  # spares that died waiting
             self._workers.remove(dead)
             dead[0].kill()
-            shutil.rmtree(dead[1].parent, ignore_errors=True)
+            leftovers.remove_tree(dead[1].parent)
         # started before the reference process loads the task, so their imports overlap it
         self._top_up(self.spares + 1 if self._draws == 0 else 1)
         if self._server is not None and self._server.proc.poll() is not None:
@@ -209,7 +215,7 @@ class Judge:
             raise
         finally:
             worker.kill()
-            shutil.rmtree(workdir.parent, ignore_errors=True)
+            leftovers.remove_tree(workdir.parent)
             if self._server is not None:
                 self._top_up()
 
@@ -301,16 +307,20 @@ class Judge:
             view.requested_rounds = 1
             return "bench"
 
+        mem_limit_mb = candidate_memory_mb(cfg, workdir)  # (before it runs: it may replace its inputs file)
+        watch = _folder_limit(cfg, [workdir, workdir.parent / "cache"],
+                              reference.verify_sets * leftovers.output_file_limit(out_bytes))
         worker.send(str(spec_path))
         view.sent = time.monotonic()
         try:
-            outcome = worker.wait(timeout_s=cfg.timeout_s, mem_limit_mb=candidate_memory_mb(cfg, workdir),
-                                  on_message=on_message)
+            outcome = worker.wait(timeout_s=cfg.timeout_s, mem_limit_mb=mem_limit_mb, on_message=on_message,
+                                  watch=watch)
         finally:
             for child in paused:
                 child.resume()
         result = decide(outcome, view, reference, cfg, base)
-        if cfg.sandbox and result.status != "compile_error":
+        built = any(m["type"] == "compiled" for m in outcome.messages) and not outcome.over_limit
+        if cfg.sandbox and built:  # what a successful build made, nothing else (compile.build_products)
             arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
             compile_mod.publish(cfg.cache_dir, compile_mod.cache_key(candidate.source, arch), workdir.parent / "cache",
                                 staged)
@@ -334,7 +344,8 @@ class Judge:
         arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
         if not self.cfg.sandbox:
             return compile_mod.cache_env(self.cfg.cache_dir, candidate.source, arch)
-        self._staged = compile_mod.stage(self.cfg.cache_dir, compile_mod.cache_key(candidate.source, arch), private)
+        self._staged = {} if self._unstaged else \
+            compile_mod.stage(self.cfg.cache_dir, compile_mod.cache_key(candidate.source, arch), private)
         return compile_mod.private_env(jail.CACHE_MOUNT, arch)
 
     def _compare(self, files: list[str], reference: Reference,
@@ -500,19 +511,12 @@ HOST_MEMORY_HINT = (" (hint: the task's input sets and their float64 outputs did
 
 
 def _oversized_outputs(files: list[str], reference: Reference) -> str | None:
-    """Why the candidate's outputs files are no outputs of this task (far bigger than the outputs
-    they should hold), or None: the reference process reads them, and must not be made to run out
-    of memory by a file the candidate chose."""
+    """Why the candidate's outputs files are not read (far bigger than the outputs they should
+    hold, a link, a FIFO), or None: the reference process reads them, and must not be made to run
+    out of memory, read a host file or wait by a file the candidate chose (leftovers.py)."""
     expected = sum(n * d.itemsize for n, d in zip(reference.numels, reference.dtypes))
-    for i, path in enumerate(files):
-        try:
-            size = os.path.getsize(path)
-        except OSError:
-            continue  # reading it reports the missing file
-        if size > 2.5 * expected + (1 << 20):  # (room for a wrong dtype, which the comparison names)
-            return (f"trial {i + 1}: the outputs file holds {size / 2**20:.1f} MiB, the task's outputs take "
-                    f"{expected / 2**20:.1f} MiB")
-    return None
+    why = next(((i, w) for i, path in enumerate(files) if (w := leftovers.refused_output(path, expected))), None)
+    return f"trial {why[0] + 1}: {why[1]}" if why else None
 
 
 def candidate_memory_mb(cfg: EvalConfig, workdir: Path) -> float:
@@ -553,6 +557,12 @@ def _round_args(cfg: EvalConfig) -> dict[str, Any]:
     together give the samples (half the repetition budget each, five calls at least)."""
     return {**_bench_args(cfg), "warmup_ms": min(cfg.warmup_ms, 5.0), "rep_ms": cfg.rep_ms / 2,
             "min_reps": max(5, cfg.min_reps // 2)}
+
+
+def _folder_limit(cfg: EvalConfig, folders: list[Path], outputs_bytes: int = 0) -> leftovers.FolderLimit:
+    """What watches a candidate's folders while it runs (from now: what they hold is the harness's)."""
+    return leftovers.FolderLimit(folders, int(cfg.work_limit_gb * 2**30), outputs_bytes,
+                                 "EvalConfig.work_limit_gb or $WARPFORGE_WORK_LIMIT_GB raises the limit")
 
 
 def _jail(cfg: EvalConfig, workdir: Path, cache: Path, hidden: tuple[str, ...] = ()) -> jail.Jail | None:

@@ -5,18 +5,24 @@ module points every one of those toolchains at a cache directory keyed by the so
 the toolchain versions and the GPU architecture, so a re-evaluation of the same source is
 warm, and turns a wall of compiler output into the few lines an LLM needs to repair it.
 A sandboxed candidate never writes the shared cache: it gets a private copy of its own key's
-entry (`stage`), and the parent publishes what it built back under that key (`publish`).
+entry (`stage`), and the parent publishes what its build made back under that key (`publish`):
+build products only (an allow-list of what the toolchains write), never its other files.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
 import shutil
+import stat
 import subprocess
 from functools import lru_cache
 from pathlib import Path
+
+from warpforge.evaluate import leftovers
+from warpforge.evaluate.leftovers import remove_tree
 
 
 @lru_cache(maxsize=1)
@@ -59,67 +65,99 @@ def private_env(root: str, arch: str) -> dict[str, str]:
 
 
 def stage(cache_dir: str, key: str, private: Path) -> dict[str, tuple[int, int]]:
-    """Copy the shared cache's entry for `key` (if any) into a candidate's private cache folder and
-    return what it holds (`snapshot`). A copy, not links: the candidate may write its folder,
-    never the shared entry."""
+    """Copy the build products of the shared cache's entry for `key` (if any) into a candidate's
+    fresh private cache folder and return what it holds (`build_products`). A copy, not links: the
+    candidate may write its folder, never the shared entry."""
     entry = Path(cache_dir) / "compile" / "sandboxed" / key
-    if entry.is_dir():
-        shutil.copytree(entry, private, symlinks=True, dirs_exist_ok=True)
-    return snapshot(private)
+    _copy_products(entry, private, build_products(entry))
+    return build_products(private)
 
 
-def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
-    """Relative path -> (size, mtime in ns) of every file under `folder`."""
-    found = {}
-    for root, _, files in os.walk(folder):
-        for name in files:
-            path = os.path.join(root, name)
-            try:
-                st = os.lstat(path)
-            except OSError:
-                continue
-            found[os.path.relpath(path, folder)] = (st.st_size, st.st_mtime_ns)
+# What a build writes into the toolchain folders of a private cache (compile.private_env): torch's
+# extension builds (TORCH_EXTENSIONS_DIR/<name>/: ninja's files, the sources load_inline writes,
+# objects, the library), Triton's cache (TRITON_CACHE_DIR/<hash>/: each stage's IR, the binary,
+# its metadata, the launcher) and CuPy's kernel cache (CUPY_CACHE_DIR/<file>). Nothing else of a
+# candidate's cache is published: no other name, nothing deeper, no link, FIFO or device.
+PRODUCT_SUFFIXES = {
+    "torch_extensions": (".so", ".o", ".ninja", ".ninja_log", ".ninja_deps", ".cpp", ".cu", ".cuh", ".c", ".cc", ".h",
+                         ".hpp"),
+    "triton": (".json", ".ttir", ".ttgir", ".llir", ".ptx", ".cubin", ".so", ".source", ".hsaco", ".amdgcn", ".spv"),
+    "cupy": (".cubin", ".ptx", ".hsaco"),
+}
+PRODUCT_DEPTH = {"torch_extensions": 3, "triton": 3, "cupy": 2}  # parts of a product's path, toolchain included
+# A build folder larger than this is not kept: load_inline builds measure a few MB to tens of MB.
+PUBLISH_LIMIT_BYTES = 1 << 30
+PUBLISH_LIMIT_FILES = 5_000
+
+
+def build_products(folder: Path) -> dict[str, tuple[int, int]]:
+    """Relative path -> (size, mtime in ns) of the build products under `folder` (PRODUCT_SUFFIXES):
+    regular files only, never deeper than PRODUCT_DEPTH, never through a link. Bounded: the walk
+    looks at 4 x PUBLISH_LIMIT_FILES entries at most (a folder holding more gives nothing)."""
+    found: dict[str, tuple[int, int]] = {}
+    todo: list[tuple[str, ...]] = [(tool,) for tool in PRODUCT_SUFFIXES]
+    seen = 0
+    while todo:
+        parts = todo.pop()
+        try:
+            with os.scandir(folder.joinpath(*parts)) as listing:
+                entries = [(e.name, e.stat(follow_symlinks=False)) for e in itertools.islice(listing, 4 * PUBLISH_LIMIT_FILES)]
+        except OSError:
+            continue
+        seen += len(entries)
+        if seen > 4 * PUBLISH_LIMIT_FILES:  # junk beside the products: none of it is kept
+            return {}
+        depth, suffixes = PRODUCT_DEPTH[parts[0]], PRODUCT_SUFFIXES[parts[0]]
+        for name, info in entries:
+            path = (*parts, name)
+            if stat.S_ISDIR(info.st_mode) and len(path) < depth:
+                todo.append(path)
+            elif stat.S_ISREG(info.st_mode) and len(path) == depth and name.endswith(suffixes):
+                found["/".join(path)] = (info.st_size, info.st_mtime_ns)
     return found
 
 
 def publish(cache_dir: str, key: str, private: Path, staged: dict[str, tuple[int, int]] | None = None) -> None:
-    """Put what a finished candidate built under its own key (whole, replacing the old entry), for
-    a later evaluation of the same source; nothing when it changed nothing of what `stage` gave it
-    (a warm re-evaluation). Its process is dead: nothing writes the folder now."""
-    if not private.is_dir() or not any(private.iterdir()) or folder_bytes(private) > PUBLISH_LIMIT_BYTES:
-        return
-    if staged is not None and snapshot(private) == staged:
+    """Put the build products of a finished candidate's successful build (`build_products`) under
+    its own key (whole, replacing the old entry), for a later evaluation of the same source;
+    nothing when they are what `stage` gave it (a warm re-evaluation), too many or too large. Its
+    process is dead: nothing writes the folder now. Call it only after a build that succeeded."""
+    products = build_products(private)
+    if not products or products == staged or len(products) > PUBLISH_LIMIT_FILES \
+            or sum(size for size, _ in products.values()) > PUBLISH_LIMIT_BYTES:
         return
     entry = Path(cache_dir) / "compile" / "sandboxed" / key
     entry.parent.mkdir(parents=True, exist_ok=True)
     incoming = entry.with_name(f"{key}.{os.getpid()}.{id(private)}.tmp")
     old = entry.with_name(f"{key}.{os.getpid()}.{id(private)}.old")
     try:
-        shutil.copytree(private, incoming, symlinks=True)
+        _copy_products(private, incoming, products)
         if entry.exists():
             entry.rename(old)
         incoming.rename(entry)
     except OSError:  # another evaluation of the same source published first: keep its entry
         pass
     finally:
-        shutil.rmtree(incoming, ignore_errors=True)
-        shutil.rmtree(old, ignore_errors=True)
+        remove_tree(incoming)
+        remove_tree(old)
 
 
-# A build folder larger than this is not kept: load_inline builds measure a few MB to tens of MB.
-PUBLISH_LIMIT_BYTES = 1 << 30
-
-
-def folder_bytes(folder: Path) -> int:
-    """Bytes of the files under `folder` (symlinks not followed)."""
-    total = 0
-    for root, _, files in os.walk(folder):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                pass
-    return total
+def _copy_products(source: Path, target: Path, products: dict[str, tuple[int, int]]) -> None:
+    """Copy `products` (build_products of `source`) into `target`, each opened without following a
+    link and only if still a regular file of the size listed, with its modification time (ninja
+    decides what is up to date by it)."""
+    target.mkdir(parents=True, exist_ok=True)
+    for relative, (size, mtime_ns) in products.items():
+        destination = target / relative
+        try:
+            with leftovers.regular_file(str(source / relative), size) as path, open(path, "rb") as src:
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                with open(destination, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+            os.chmod(destination, 0o755 if relative.endswith(".so") else 0o644)
+            os.utime(destination, ns=(mtime_ns, mtime_ns))
+        except OSError:
+            continue
 
 
 def cache_env(cache_dir: str, source: str, arch: str) -> dict[str, str]:

@@ -37,6 +37,7 @@ from warpforge.evaluate import bench, hardware, precision, shared
 from warpforge.evaluate.inputs import (DEFAULT_DISTS, apply_distribution, fast_serialization, fingerprint, inputs_changed,
                                        output_structure, split_outputs)
 from warpforge.evaluate import debug
+from warpforge.evaluate import leftovers
 from warpforge.evaluate.presets import fit_globals
 from warpforge.evaluate.protocol import (Baseline, BaselineFailed, Compare, Compared, Draw, Drawn, Loaded, ReferenceReady,
                                          ReferenceSpec, TaskFailed, Timed, TimeRound, parse, request_from_json)
@@ -219,11 +220,13 @@ def _compare(request: Compare, held: list[list[torch.Tensor]], dtypes: list[torc
         opened = shared.Opened([])
         try:
             try:
-                outs = torch.load(path, weights_only=True, mmap=True)
+                limit = leftovers.output_file_limit(sum(r.numel() * d.itemsize for r, d in zip(refs, dtypes)))
+                with leftovers.regular_file(path, limit) as checked:  # no link, no FIFO, not oversized
+                    outs = torch.load(checked, weights_only=True, mmap=True)
                 if isinstance(outs, list) and any(shared.is_descriptor(o) for o in outs):
                     outs = [shared.open_descriptor(o, opened) if shared.is_descriptor(o) else o for o in outs]
             except Exception as exc:
-                why = str(exc) if isinstance(exc, shared.SharingError) else type(exc).__name__
+                why = str(exc) if isinstance(exc, (shared.SharingError, leftovers.RefusedFile)) else type(exc).__name__
                 return verdict(Comparison(False, f"trial {i + 1}: the outputs could not be read back ({why})"))
             if not isinstance(outs, list) or len(outs) != len(refs):
                 n = len(outs) if isinstance(outs, list) else 1

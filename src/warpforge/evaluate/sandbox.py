@@ -31,6 +31,9 @@ from warpforge.evaluate.jail import command as jail_command
 
 CHANNEL_ENV = "WARPFORGE_CHANNEL_FD"
 MAX_MESSAGE_BYTES = 1 << 20
+# How often `wait`'s watchdog looks at what a child wrote: tmpfs takes a few GB/s, so a file
+# written between two looks overshoots a limit by a few hundred MB at most.
+WATCH_S = 0.05
 
 
 @dataclass
@@ -43,6 +46,8 @@ class ChildOutcome:
     output: str = ""
     seconds: float = 0.0
     bad_messages: int = 0
+    over_limit: str | None = None
+    """Why the child was killed for what it wrote (`wait`'s `watch`), in words; None if it was not."""
 
     @property
     def signal_name(self) -> str | None:
@@ -301,18 +306,27 @@ class Child:
 
     def wait(self, *, timeout_s: float, mem_limit_mb: float,
              on_message: Callable[[dict[str, Any]], str | None] | None = None,
-             until: str | None = None) -> ChildOutcome:
+             until: str | None = None, watch: Callable[[], str | None] | None = None) -> ChildOutcome:
         """Collect channel messages until the child exits or is killed; the clock starts now.
 
         `on_message` may return a line to write to the child's stdin (a command such as "bench").
         With `until`, return as soon as a message of that type arrives and leave the child
         running (a later `wait` goes on from there); the child is killed in every other case.
+        `watch` (what the child has written, say) is called every WATCH_S from a thread of its own,
+        so also while `on_message` works, and once more after the child is killed: when it gives a
+        reason the child is killed and `outcome.over_limit` keeps the reason.
         """
         outcome = self.outcome
         start = time.monotonic()
         proc = self.proc
+        watching = threading.Event()
+        watchdog = threading.Thread(target=self._watch, args=(watch, watching), daemon=True) if watch else None
+        if watchdog is not None:
+            watchdog.start()
         try:
             while True:
+                if outcome.over_limit:
+                    break
                 if time.monotonic() - start > timeout_s:
                     outcome.timed_out = True
                     break
@@ -340,13 +354,33 @@ class Child:
         except BaseException:
             self.kill()
             raise
+        finally:
+            watching.set()
+            if watchdog is not None:
+                watchdog.join()
         self.kill()
+        if watch is not None and not outcome.over_limit:
+            outcome.over_limit = watch()  # written just before it ended
         outcome.returncode = proc.returncode
         if self.sandboxed and proc.returncode is not None and 128 < proc.returncode < 128 + 65:
             outcome.returncode = 128 - proc.returncode  # bwrap exits 128+N for a child killed by signal N
         outcome.output = self._output.text()
         outcome.seconds += time.monotonic() - start
         return outcome
+
+    def _watch(self, watch: Callable[[], str | None], stop: threading.Event) -> None:
+        """`wait`'s watchdog: kill the child's tree (signals only: the waiting thread reaps it) on
+        the first reason `watch` gives."""
+        while not stop.wait(WATCH_S):
+            why = watch()
+            if why:
+                self.outcome.over_limit = why
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                _signal_tree(self.proc.pid, signal.SIGKILL)
+                return
 
     def _read_messages(self, timeout: float) -> list[dict[str, Any]]:
         if not self._channel_open:

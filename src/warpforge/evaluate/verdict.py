@@ -111,6 +111,8 @@ def decide(outcome: ChildOutcome, view: ParentView, reference: Reference, cfg: E
     if outcome.out_of_memory:
         return with_verdict(common, "crashed", f"killed during the {stage} stage for using more than {cfg.mem_limit_gb:g} GB of "
                           "host memory", stage)
+    if outcome.over_limit:
+        return with_verdict(common, "crashed", f"killed during the {stage} stage: {outcome.over_limit}", stage)
     if evidence.wrong_outputs is not None:  # found before the harness touched the outputs
         return with_verdict(common, "incorrect", evidence.wrong_outputs[:500], stage)
     if comparison is not None and not comparison.ok:

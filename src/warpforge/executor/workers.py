@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from warpforge.config import EvalConfig
+from warpforge.evaluate.leftovers import remove_tree
 from warpforge.evaluator import LocalEvaluator
 from warpforge.errors import HarnessError, UsageError, WarpforgeError, WorkerLost
 
@@ -70,6 +71,11 @@ class EvalWorker:
             result = {"status": "crashed", "correct": False, "reason": str(exc), "stage": "reference"}
         except WarpforgeError as exc:  # a broken task or an unreadable candidate: a result, not a crash
             result = {"status": "task_error", "correct": False, "reason": str(exc), "stage": "load"}
+        except Exception as exc:  # the harness's own bug: this job's result, never the next job's (its Judges go)
+            self.close()
+            result = {"status": "crashed", "correct": False, "stage": "reference",
+                      "reason": f"the harness itself failed (a warpforge error, not the candidate's; please report it): "
+                                f"{type(exc).__name__}: {str(exc)[:300]}"}
         cuda_error = "cuda" in str(result.get("reason", "")).lower() and result.get("status") in ("crashed", "runtime_error")
         if cuda_error:  # the GPU may be left in a bad state: start every task afresh
             self.close()
@@ -168,7 +174,7 @@ class LocalSlot:
 
         if not self.proc.is_alive():  # else its processes are still its own, not orphans
             reap_orphans()
-        shutil.rmtree(self.tmp_root, ignore_errors=True)
+        remove_tree(self.tmp_root)  # (candidates' trees: iterative, never raises)
         _ROOTS.discard(self.tmp_root)
 
 
@@ -224,7 +230,7 @@ _ROOTS: set[Path] = set()
 @atexit.register
 def _remove_roots() -> None:
     for root in list(_ROOTS):
-        shutil.rmtree(root, ignore_errors=True)
+        remove_tree(root)
 
 
 def make_tmp_root(name: str) -> Path:
