@@ -73,6 +73,32 @@ def test_every_probe_schedule_leaves_repeats_beside_its_first_seen_calls() -> No
         assert probe.result([1.0] * probe.scheduled), (seed, order)
 
 
+def test_no_counted_call_runs_on_content_seen_before() -> None:
+    """Given `fresh`, the statistics are the fresh calls' only, and no such call gets content any
+    call saw before (the verified sets, the warm-up's, the sets' own timed calls, earlier fresh
+    calls): a cache keyed on content never hits on a counted call. Calls on the sets themselves
+    are interleaved (the probe's), not counted. No timing is asserted."""
+    import itertools
+
+    made = itertools.count()
+    seen = {("set", i) for i in range(N_SETS - UNSEEN)}  # what verification gave the program
+    calls: list[tuple[bool, bool]] = []  # (fresh, a hit on content seen before) per timed call
+
+    def memo(args: list) -> bool:  # type: ignore[type-arg]
+        hit = args[0] in seen
+        seen.add(args[0])
+        return hit
+
+    summary = bench.time_calls(memo, lambda i: [("set", i)], N_SETS, "cpu", unseen_sets=UNSEEN,
+                               fresh=lambda i: [("fresh", i, next(made))],
+                               after_call=lambda i, args, hit, fresh: calls.append((fresh, hit)),
+                               warmup_ms=1, rep_ms=5, min_reps=20, max_reps=40)
+    assert summary.n == len(summary.samples_ms) == sum(fresh for fresh, _ in calls) >= 20
+    assert not any(hit for fresh, hit in calls if fresh)
+    assert sum(not fresh for fresh, _ in calls) >= 3 * UNSEEN + 3  # the probe's schedule, on the sets
+    assert summary.first_seen_min_ms is not None  # ... which the probe still reads
+
+
 def test_heap_frozen_unfreezes_only_what_it_froze() -> None:
     """The tuner freezes the heap per shape; run inside a process that froze its own heap (the
     dispatcher tuning a shape on first use), it must leave that freeze in place."""

@@ -54,7 +54,8 @@ def test_every_message_crosses_the_channel_as_json_and_back() -> None:
                protocol.Baseline("eager", {"median_ms": 1.0}), protocol.BaselineFailed("torch_compile", "boom"),
                protocol.ReferenceReady(["torch.float32"], [[[1e-7, 1e-6]]], [], [16], 3, 2, 64), protocol.Drawn(),
                protocol.Compared(True, "ok", 0.0, 0.0, [[{"values": [1.0], "norm": 1.0, "scale": 1.0}]]),
-               protocol.Timed({"median_ms": 2.0}), protocol.TaskFailed("bad task")]
+               protocol.Timed({"median_ms": 2.0}), protocol.TaskFailed("bad task"),
+               protocol.FreshChecked([[{"values": [1.0], "norm": 1.0, "scale": 1.0}]])]
     assert {type(m).KIND for m in samples} == protocol.CANDIDATE_KINDS | protocol.REFERENCE_KINDS
     for message in samples:
         raw = json.loads(message.to_json())
@@ -68,7 +69,7 @@ def test_requests_to_the_reference_process_cross_as_json() -> None:
     from warpforge.evaluate import protocol
 
     for request in (protocol.Draw("/x/inputs.pt", [1, 2], 1, None, True), protocol.Compare(["o.pt"], [[0]], [{}]),
-                    protocol.TimeRound(7, {"rep_ms": 5.0}, [[0, 3]])):
+                    protocol.TimeRound(7, {"rep_ms": 5.0}, [[0, 3]]), protocol.CheckFresh([[1, 2**62]], [[0, 3]])):
         assert protocol.request_from_json(protocol.request_json(request)) == request
     spec = protocol.ReferenceSpec("t.py", {}, "cpu", 1, False, None, {}, "abc")
     assert protocol.ReferenceSpec.from_json(spec.to_json()) == spec

@@ -32,13 +32,14 @@ from warpforge.evaluate import jail, leftovers
 from warpforge.evaluate.paired import Rounds, pair_memory_note
 from warpforge.evaluate import protocol
 from warpforge.evaluate.presets import CPU_BYTES
-from warpforge.evaluate.protocol import (Baseline, BaselineFailed, CandidateSpec, Compare, Compared, Draw, Loaded,
-                                         ParentView, ReferenceReady, ReferenceSpec, TaskFailed, Timed, TimeRound)
-from warpforge.evaluate.sandbox import Child
+from warpforge.evaluate.protocol import (Baseline, BaselineFailed, CandidateSpec, CheckFresh, Compare, Compared, Draw,
+                                         FreshChecked, Loaded, ParentView, ReferenceReady, ReferenceSpec, TaskFailed,
+                                         Timed, TimeRound)
+from warpforge.evaluate.sandbox import Child, ChildOutcome
 from warpforge.evaluate.static import check_source
 from warpforge.evaluate.verdict import (CONTENT_CACHE_RATIO, SPEED_OF_LIGHT_SLACK, Reference, comparison_from,
                                         confirm_content_cache, content_cache_rejected, content_cache_suspected,
-                                        decide, with_verdict)
+                                        decide, fresh_calls_to_check, fresh_summaries, with_verdict)
 from warpforge.evaluate.verify import (Comparison, RefSummary, degenerate_note, insensitive_note, tolerance_for,
                                         unfinite_note)
 from warpforge.task import Task
@@ -318,6 +319,10 @@ class Judge:
         finally:
             for child in paused:
                 child.resume()
+        if view.comparison is not None and view.comparison.ok and cfg.bench:
+            started = time.monotonic()
+            view.summaries.update(self._check_fresh(outcome, reference, positions))
+            view.add_seconds("fresh_checks", started)
         result = decide(outcome, view, reference, cfg, base)
         built = any(m["type"] == "compiled" for m in outcome.messages) and not outcome.over_limit
         if cfg.sandbox and built:  # what a successful build made, nothing else (compile.build_products)
@@ -338,6 +343,21 @@ class Judge:
             raise HarnessError(f"the reference process for {self.task.name} sent a malformed 'timed' message")
         return dict(timed.timing)
 
+    def _check_fresh(self, outcome: ChildOutcome, reference: Reference,
+                     positions: list[list[int]]) -> dict[tuple[int, ...], RefSummary]:
+        """References for a few timed calls on fresh content of each round, picked now that the
+        candidate's process has ended (verdict.fresh_calls_to_check): their inputs made again and
+        run in the reference process."""
+        calls = fresh_calls_to_check(outcome, reference.sets, random.Random(secrets.randbits(63)))
+        if not calls:
+            return {}
+        assert self._server is not None
+        self._server.send(protocol.request_json(CheckFresh(calls, positions)))
+        checked = protocol.first(self._server_round("fresh_checked"), FreshChecked)
+        if checked is None:
+            raise HarnessError(f"the reference process for {self.task.name} sent a malformed 'fresh_checked' message")
+        return fresh_summaries(calls, checked)
+
     def _cache_env(self, candidate: Candidate, private: Path) -> dict[str, str]:
         """Where the candidate's toolchains cache their builds: a private copy of its own entry when
         sandboxed, the shared cache when not."""
@@ -349,7 +369,7 @@ class Judge:
         return compile_mod.private_env(jail.CACHE_MOUNT, arch)
 
     def _compare(self, files: list[str], reference: Reference,
-                 positions: list[list[int]]) -> tuple[Comparison, dict[tuple[int, int], RefSummary]]:
+                 positions: list[list[int]]) -> tuple[Comparison, dict[tuple[int, ...], RefSummary]]:
         """The reference process compares the candidate's outputs with the references it holds."""
         request = Compare(files, positions, [t.to_dict() for t in reference.tolerances])
         oversized = _oversized_outputs(files, reference)

@@ -5,6 +5,10 @@ Method (after triton.testing.do_bench, hardened for adversarial code):
 - before every call the inputs are fresh clones (new addresses) of one of several verified
   input sets, made outside the timed window; earlier clones stay alive a while so an
   address cannot be recycled to hit a cache keyed on pointers;
+- given `fresh`, the statistics come only from calls on inputs no call has seen (`fresh(i)`, a
+  new variant of set i made outside the window for each call), so a cache keyed on content never
+  hits on a counted call; calls on the verified sets themselves are interleaved (checked, and the
+  content-cache probe's) but not counted;
 - L2 is flushed by *reading* a buffer twice the L2 size (a write-flush leaves dirty lines
   that slow the next kernel by 20-30 %);
 - CUDA: one event pair per call on the caller's stream; the end event is recorded only after
@@ -24,7 +28,8 @@ Method (after triton.testing.do_bench, hardened for adversarial code):
 - device time and host latency (wall clock around the call and the sync) are kept apart;
   the median, IQR and raw samples are returned as a `Measurement`.
 Three parts: `Budget` (how long), `_Timer` (one call's window on a device) and `ProbeSchedule`
-(which input set each timed call gets, for the content-cache probe); `time_calls` runs them.
+(which input set each timed call gets, for the content-cache probe, and which calls get fresh
+content); `time_calls` runs them.
 """
 
 from __future__ import annotations
@@ -193,13 +198,21 @@ def summarize(device_ms: list[float], host_ms: list[float]) -> Measurement:
                        samples_ms=device_ms)
 
 
+# Of the timed calls after the probe's schedule, the share on fresh content (counted); the rest
+# are on the verified sets, whose outputs are checked whole against the reference's summaries
+# (a fresh call's output is checked only if the parent picks it afterwards: verdict.py).
+FRESH_SHARE = 0.75
+
+
 class ProbeSchedule:
-    """Which input set each timed call gets, for the content-cache probe.
+    """Which input set each timed call gets, for the content-cache probe, and (`fresh`) whether it
+    gets a never-seen variant of that set.
 
     The last `unseen_sets` sets were never given to the program before the timed loop; the rest
     are values it has seen (at new addresses now). The unseen ones go at random places among the
     first calls, not first (a slow start after the warm-up must not look like a content cache),
-    between repeats of seen sets; after the schedule, sets are drawn at random."""
+    between repeats of seen sets; after the schedule, sets are drawn at random, and each call is
+    on fresh content with probability FRESH_SHARE when the caller can make it."""
 
     def __init__(self, n_sets: int, unseen_sets: int, rng: random.Random) -> None:
         self.n_sets, self.unseen_sets, self._rng = n_sets, unseen_sets, rng
@@ -225,14 +238,22 @@ class ProbeSchedule:
         """Calls enough for the first-seen sets and the repeats beside them."""
         return 3 * self.unseen_sets + 3
 
-    def next(self, i: int) -> int:
-        """The set for timed call `i` (0, 1, ... in order), recorded as first seen or not."""
+    def fresh(self, i: int) -> bool:
+        """Whether timed call `i` gets fresh content (asked before `next(i)`): never in the
+        schedule, whose calls the probe compares; after it, at random."""
+        return i >= len(self._order) and self._rng.random() < FRESH_SHARE
+
+    def next(self, i: int, fresh: bool = False) -> int:
+        """The set for timed call `i` (0, 1, ... in order); a call on the set itself (not `fresh`)
+        is recorded as first seen or not."""
         index = self._order[i] if i < len(self._order) else self._rng.randrange(self.n_sets)
-        self.first_seen.append(index in self._unseen and index not in self._used)
-        self._used.add(index)
+        if not fresh:
+            self.first_seen.append(index in self._unseen and index not in self._used)
+            self._used.add(index)
         return index
 
     def result(self, device_ms: list[float]) -> dict[str, float]:
+        """The probe's numbers over the calls on the sets themselves (`next`'s, in order)."""
         return first_seen_and_repeats(device_ms, self.first_seen)
 
 
@@ -329,18 +350,26 @@ def time_calls(
     n_sets: int,
     device: str,
     *,
-    after_call: Callable[[int, list[Any], Any], None] | None = None,
+    after_call: Callable[[int, list[Any], Any, bool], None] | None = None,
     rng: random.Random | None = None,
     unseen_sets: int = 0,
     trusted_stream: bool = False,
+    fresh: Callable[[int], list[Any]] | None = None,
     **budget: Any,
 ) -> Measurement:
     """Time `call(prepare(i))` over rotating input sets; `budget` is `Budget`'s fields.
 
-    `after_call(set_index, args, output)` runs outside the timed window (the evaluator checks
+    `after_call(set_index, args, output, fresh)` runs outside the timed window (the evaluator checks
     and fingerprints the outputs of timed calls there). The warm-up call count is randomised so a candidate cannot
     count its way to the first timed call. The last `unseen_sets` sets are first seen in the
     timed loop (ProbeSchedule).
+
+    `fresh(i)`: inputs no call has seen, derived from set i (a new variant each time). Given it,
+    the statistics are those of the calls on such inputs only: a content cache, exact or
+    approximate, cannot hit on a counted call, whatever it would gain. Calls on the sets
+    themselves (`prepare`) are interleaved, checked by `after_call` and used by the content-cache
+    probe, but not counted; `after_call`'s last argument says which a call was. Without it every
+    timed call is on a set itself, and counted.
 
     `trusted_stream=True` records the end event on the caller's stream right after the call, before
     the device-wide synchronize, so the ~20 us sync round trip is not counted. Only for code known to
@@ -363,31 +392,37 @@ def time_calls(
     _gc.disable()
     try:
         return _time_calls(call, prepare, n_sets, device, plan, after_call, rng or random.Random(), unseen_sets,
-                           trusted_stream)
+                           trusted_stream, fresh)
     finally:
         if was_enabled:
             _gc.enable()
 
 
 def _time_calls(call: Callable[[list[Any]], Any], prepare: Callable[[int], list[Any]], n_sets: int, device: str,
-                plan: Budget, after_call: Callable[[int, list[Any], Any], None] | None, rng: random.Random,
-                unseen_sets: int, trusted_stream: bool) -> Measurement:
+                plan: Budget, after_call: Callable[[int, list[Any], Any, bool], None] | None, rng: random.Random,
+                unseen_sets: int, trusted_stream: bool, fresh: Callable[[int], list[Any]] | None) -> Measurement:
     timer = _Timer(device, plan, rng, trusted_stream)
     keep_alive: deque[list[Any]] = deque(maxlen=max(2 * n_sets, 4))
     keep_cap = _keep_alive_cap(device)
-    windows: list[_Window] = []
+    windows: list[_Window] = []  # the counted calls'
+    on_sets: list[float] = []  # the device times of calls on the sets themselves (the probe's)
 
-    def one(index: int, record: bool) -> None:
-        args = prepare(index)
+    def one(index: int, record: bool, new_content: bool = False) -> None:
+        # (`record` and `counted` are read by test fixtures' instrumentation: keep the names)
+        counted = record and (new_content or fresh is None)
+        args = fresh(index) if new_content and fresh is not None else prepare(index)
         keep_alive.append(args)
         # big inputs: fewer kept (at least 1); no count of bytes on the CPU, where there is no cap
         while keep_cap < float("inf") and len(keep_alive) > 1 and _nbytes(keep_alive) > keep_cap:
             keep_alive.popleft()
         window, out = timer.time(call, args)
         if record:
-            windows.append(window)
+            if counted:
+                windows.append(window)
+            if not new_content:
+                on_sets.append(window.device_ms)
             if after_call is not None:
-                after_call(index, args, out)
+                after_call(index, args, out, new_content)
         del out
 
     warm_start = _perf_counter()
@@ -404,12 +439,18 @@ def _time_calls(call: Callable[[list[Any]], Any], prepare: Callable[[int], list[
     probe = ProbeSchedule(n_sets, unseen_sets, rng)
     reps = int(min(max(plan.rep_ms / per_call, plan.min_reps, probe.min_calls), max(plan.max_reps, probe.min_calls)))
     loop_start = _perf_counter()
-    for i in range(reps):
+    i = 0
+    # `reps` calls in all, and at least min_reps counted ones (with `fresh`, the probe's scheduled
+    # calls and about a quarter of the rest are on the sets themselves and not counted)
+    while i < reps or len(windows) < plan.min_reps:
         # per-call overheads outside the window (clones, flush, fingerprints) can dwarf a tiny
         # kernel: stop at 4x the budget in wall time once there are min_reps samples
-        if i >= max(plan.min_reps, probe.scheduled) and (_perf_counter() - loop_start) * 1e3 > 4 * plan.rep_ms:
+        if (i >= probe.scheduled and len(windows) >= plan.min_reps
+                and (_perf_counter() - loop_start) * 1e3 > 4 * plan.rep_ms):
             break
-        one(probe.next(i), record=True)
+        new_content = fresh is not None and probe.fresh(i)
+        one(probe.next(i, new_content), record=True, new_content=new_content)
+        i += 1
     device_ms = [w.device_ms for w in windows]
     summary = summarize(device_ms, [w.host_ms for w in windows])
     tails = [w.tail_ms for w in windows if w.tail_ms is not None]
@@ -417,7 +458,7 @@ def _time_calls(call: Callable[[list[Any]], Any], prepare: Callable[[int], list[
     if tails:
         summary = dataclasses.replace(summary, tail_median_ms=statistics.median(tails),
                                       sync_floor_ms=statistics.median(trips) if timer.matched else timer.floor_ms)
-    probed = probe.result(device_ms)
+    probed = probe.result(on_sets)
     return dataclasses.replace(summary, first_seen_min_ms=probed.get("first_seen_min_ms"),
                                repeat_median_ms=probed.get("repeat_median_ms"))
 

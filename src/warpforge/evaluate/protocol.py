@@ -22,6 +22,8 @@ the message's fields); the parent writes requests on the child's stdin. For one 
                                                                     <-- StageEntered profile; Profiled: kernels
                                                                     <-- Done | Refused | Crashed | WrongOutputs
                                                                         | HarnessFailed
+                               <-- CheckFresh: some timed calls' (set, seed), picked now
+    FreshChecked: their summaries   -->
     TaskFailed (any time: the task's own code failed)
 
 The verdict is made in the parent (verdict.decide) from `Evidence.of(outcome)` and the
@@ -44,7 +46,8 @@ from warpforge.evaluate.verify import Comparison, RefSummary
 
 CandidateKind = Literal["ready", "stage", "compiled", "compile_error", "verified", "bench", "bench_round", "profile",
                         "done", "rejected", "runtime_error", "wrong_outputs", "harness_error"]
-ReferenceKind = Literal["loaded", "baseline", "baseline_error", "reference", "drawn", "compared", "timed", "task_error"]
+ReferenceKind = Literal["loaded", "baseline", "baseline_error", "reference", "drawn", "compared", "timed", "fresh_checked",
+                        "task_error"]
 CANDIDATE_KINDS: frozenset[str] = frozenset(get_args(CandidateKind))
 REFERENCE_KINDS: frozenset[str] = frozenset(get_args(ReferenceKind))
 ENDS = ("done", "rejected", "runtime_error", "wrong_outputs", "harness_error")
@@ -258,6 +261,15 @@ class Timed(Message):
 
 
 @dataclasses.dataclass(frozen=True)
+class FreshChecked(Message):
+    """The reference summaries ([call][output] of values, norm, scale) of the timed calls a
+    CheckFresh named, their inputs made again from (set, seed)."""
+
+    KIND: ClassVar[str] = "fresh_checked"
+    summaries: list[list[dict[str, Any]]]
+
+
+@dataclasses.dataclass(frozen=True)
 class TaskFailed(Message):
     """The task's own code failed (not a verdict on any candidate)."""
 
@@ -268,7 +280,8 @@ class TaskFailed(Message):
 
 MESSAGES: dict[str, type[Message]] = {cls.KIND: cls for cls in (
     Ready, StageEntered, Compiled, CompileFailed, Verified, FirstRound, Round, Profiled, Done, Refused, Crashed,
-    WrongOutputs, HarnessFailed, Loaded, Baseline, BaselineFailed, ReferenceReady, Drawn, Compared, Timed, TaskFailed)}
+    WrongOutputs, HarnessFailed, Loaded, Baseline, BaselineFailed, ReferenceReady, Drawn, Compared, Timed, FreshChecked,
+    TaskFailed)}
 assert set(MESSAGES) == CANDIDATE_KINDS | REFERENCE_KINDS
 
 
@@ -372,14 +385,24 @@ class TimeRound:
     positions: list[list[int]]
 
 
-REQUESTS: dict[str, type[Any]] = {cls.op: cls for cls in (Draw, Compare, TimeRound)}
+@dataclasses.dataclass(frozen=True)
+class CheckFresh:
+    """Make the inputs of these timed calls again ([set, seed] each: inputs.fresh_variant) and
+    send their reference outputs' summaries at `positions`."""
+
+    op: ClassVar[str] = "fresh"
+    calls: list[list[int]]
+    positions: list[list[int]]
 
 
-def request_json(request: Draw | Compare | TimeRound) -> str:
+REQUESTS: dict[str, type[Any]] = {cls.op: cls for cls in (Draw, Compare, TimeRound, CheckFresh)}
+
+
+def request_json(request: Draw | Compare | TimeRound | CheckFresh) -> str:
     return json.dumps({"op": request.op, **dataclasses.asdict(request)})
 
 
-def request_from_json(line: str) -> Draw | Compare | TimeRound:
+def request_from_json(line: str) -> Draw | Compare | TimeRound | CheckFresh:
     raw = json.loads(line)
     cls = REQUESTS[raw.pop("op")]
     return cls(**raw)  # type: ignore[no-any-return]
@@ -444,8 +467,9 @@ class BenchReport:
 
     timing: dict[str, Any]
     fingerprints: Any
-    """[input set, [each output's fingerprint]] for every timed call, as sent (verdict.py checks
-    its shape: it comes from the candidate's process)."""
+    """[input set, [each output's fingerprint]] for every timed call on a set itself, [input set,
+    [...], seed] for one on fresh content (inputs.fresh_variant), as sent (verdict.py checks its
+    shape: it comes from the candidate's process)."""
     native_threads_added: int = 0
 
 
@@ -536,8 +560,9 @@ class ParentView:
     """When the spec was handed to the candidate's process (monotonic seconds)."""
     comparison: Comparison | None = None
     """The reference process's comparison of the verified outputs; None until it ran."""
-    summaries: dict[tuple[int, int], RefSummary] = dataclasses.field(default_factory=dict)
-    """Reference summaries of every input set's outputs, keyed (set, output), for timed calls."""
+    summaries: dict[tuple[int, ...], RefSummary] = dataclasses.field(default_factory=dict)
+    """Reference summaries for timed calls: every input set's outputs, keyed (set, output), and
+    those of the fresh calls picked for checking, keyed (set, output, seed)."""
     requested_rounds: int = 0
     """Rounds of timed calls the parent asked for ("bench", then each "again"; 0 until it asks)."""
     answered_rounds: int = 0
@@ -547,7 +572,8 @@ class ParentView:
     parent_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     """Seconds the parent spent on its side of the candidate's stages: "compare" (the reference
     process reading and comparing the verified outputs, inside the verify stage) and
-    "reference_rounds" (paired timing's rounds of the task's program, inside the bench stage)."""
+    "reference_rounds" (paired timing's rounds of the task's program, inside the bench stage) and
+    "fresh_checks" (the reference process checking fresh timed calls, after the candidate's process)."""
 
     def add_seconds(self, name: str, since: float) -> None:
         self.parent_seconds[name] = self.parent_seconds.get(name, 0.0) + time.monotonic() - since

@@ -34,13 +34,15 @@ import torch
 from warpforge.errors import TaskError, WarpforgeError
 from warpforge.evaluate import state as module_state
 from warpforge.evaluate import bench, hardware, precision, shared
-from warpforge.evaluate.inputs import (DEFAULT_DISTS, apply_distribution, fast_serialization, fingerprint, inputs_changed,
-                                       output_structure, split_outputs)
+from warpforge.evaluate.inputs import (DEFAULT_DISTS, apply_distribution, fast_serialization, fingerprint, fresh_variant,
+                                       has_float_content, inputs_changed, iter_variant, mix_partners, output_structure,
+                                       partner_of, split_outputs)
 from warpforge.evaluate import debug
 from warpforge.evaluate import leftovers
 from warpforge.evaluate.presets import fit_globals
-from warpforge.evaluate.protocol import (Baseline, BaselineFailed, Compare, Compared, Draw, Drawn, Loaded, ReferenceReady,
-                                         ReferenceSpec, TaskFailed, Timed, TimeRound, parse, request_from_json)
+from warpforge.evaluate.protocol import (Baseline, BaselineFailed, CheckFresh, Compare, Compared, Draw, Drawn, FreshChecked,
+                                         Loaded, ReferenceReady, ReferenceSpec, TaskFailed, Timed, TimeRound, parse,
+                                         request_from_json)
 from warpforge.evaluate.sandbox import Channel, die_with_parent
 from warpforge.evaluate.verify import (Comparison, Tolerance, compare, native_error, reference_norm, relative_change,
                                       summarize_reference)
@@ -98,8 +100,12 @@ def main(spec_path: str) -> None:
         if isinstance(request, Compare):
             channel.post(_compare(request, held, dtypes, norms))
             continue
+        partners = mix_partners(len(held_inputs), _dists(task.metadata))
         if isinstance(request, TimeRound):  # one paired-timing round on the current draw's sets
-            channel.post(Timed(_time_round(model, pristine, held_inputs, device, request)))
+            channel.post(Timed(_time_round(model, pristine, held_inputs, device, request, partners)))
+            continue
+        if isinstance(request, CheckFresh):  # some timed calls' inputs, made again, and their references
+            channel.post(_check_fresh(model, pristine, held_inputs, device, request, partners))
             continue
         held.clear()  # a new draw: the last candidate's references go first
         norms.clear()
@@ -186,8 +192,10 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
         sent = [[x.cpu() if isinstance(x, torch.Tensor) else x for x in t] for t in trials]
     # the outputs' shapes and dtypes (no secret: the task's program says them) let the candidate's
     # process name a misshapen output before it indexes one (inputs.output_problem)
+    # ... and each set's partners, the sets its timed calls' fresh variants take elements from
     torch.save({"init_inputs": init_inputs, "trials": sent, "state_dict": state,
-                "output_structure": output_structure(outputs64[0], native_dtypes)}, request.inputs_path)
+                "output_structure": output_structure(outputs64[0], native_dtypes),
+                "set_partners": mix_partners(len(trials), _dists(metadata))}, request.inputs_path)
     del sent
     parts["reference_hand_over"] = time.monotonic() - started
     channel.post(ReferenceReady(
@@ -195,7 +203,7 @@ def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.
         verify_sets, sum(x.numel() * x.element_size() for x in trials[0] if isinstance(x, torch.Tensor)),
         {k: round(v, 3) for k, v in parts.items()}, spreads))
     if request.time_baselines and sys.stdin.readline().strip() == "time":  # the machine is quiet now
-        _time_baselines(channel, model, pristine, trials, device, spec, hw)
+        _time_baselines(channel, model, pristine, trials, device, spec, hw, mix_partners(len(trials), _dists(metadata)))
     del trials
     if device == "cuda":
         torch.cuda.empty_cache()  # what the draw needed beyond the sets goes back for the candidate
@@ -312,7 +320,7 @@ def _iter_trials(module: Any, metadata: dict[str, Any], seeds: list[int], device
 def _draw_trials(module: Any, metadata: dict[str, Any], seeds: list[int], device: str,
                  first: int = 0) -> list[list[Any]]:
     """Input sets from `seeds`; set i (counting from `first`) takes the i-th input distribution."""
-    dists = list(metadata.get("input_dists") or DEFAULT_DISTS)
+    dists = _dists(metadata)
     trials = []
     for i, seed in enumerate(seeds, start=first):
         torch.manual_seed(seed)
@@ -331,6 +339,11 @@ def _draw_trials(module: Any, metadata: dict[str, Any], seeds: list[int], device
         trials.append(drawn)
         del inputs, moved, drawn
     return trials
+
+
+def _dists(metadata: dict[str, Any]) -> list[str]:
+    """The input distributions set i is drawn with (the i-th, cycling)."""
+    return list(metadata.get("input_dists") or DEFAULT_DISTS)
 
 
 def _to(x: Any, device: str, double: bool = False) -> Any:
@@ -431,7 +444,8 @@ def _baseline_cache(spec: ReferenceSpec, hw: dict[str, Any]) -> Path | None:
 
 
 def _time_baselines(channel: Channel, model: torch.nn.Module, pristine: list[module_state.Saved],
-                    trials: list[list[Any]], device: str, spec: ReferenceSpec, hw: dict[str, Any]) -> None:
+                    trials: list[list[Any]], device: str, spec: ReferenceSpec, hw: dict[str, Any],
+                    partners: list[list[int]]) -> None:
     cache = _baseline_cache(spec, hw)
     if cache is not None and cache.is_file():
         for raw in json.loads(cache.read_text()):
@@ -445,7 +459,7 @@ def _time_baselines(channel: Channel, model: torch.nn.Module, pristine: list[mod
         sent.append({"type": message.KIND, **message.payload()})
         channel.post(message)
 
-    _measure_baselines(send, model, pristine, trials, device, spec)
+    _measure_baselines(send, model, pristine, trials, device, spec, partners)
     if cache is not None:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
@@ -455,16 +469,14 @@ def _time_baselines(channel: Channel, model: torch.nn.Module, pristine: list[mod
 
 def _measure_baselines(send: Callable[[Baseline | BaselineFailed], None], model: torch.nn.Module,
                        pristine: list[module_state.Saved], trials: list[list[Any]], device: str,
-                       spec: ReferenceSpec) -> None:
+                       spec: ReferenceSpec, partners: list[list[int]]) -> None:
     sets = [[_to(x, device) for x in inputs] for inputs in trials]
-
-    def prepare(i: int) -> list[Any]:
-        module_state.restore(pristine)  # as the candidate's process does before each timed call
-        return [x.clone() if isinstance(x, torch.Tensor) else x for x in sets[i]]
+    prepare, fresh, _ = _timed_inputs(sets, pristine, partners, random.Random())
 
     def timed(fn: Any) -> dict[str, Any]:
         with torch.no_grad():
-            return bench.time_calls(lambda args: fn(*args), prepare, len(sets), device, **spec.bench_args).to_dict()
+            return bench.time_calls(lambda args: fn(*args), prepare, len(sets), device, fresh=fresh,
+                                    **spec.bench_args).to_dict()
 
     send(Baseline("eager", timed(model)))
     if spec.compile_baseline:
@@ -475,35 +487,89 @@ def _measure_baselines(send: Callable[[Baseline | BaselineFailed], None], model:
             send(BaselineFailed("torch_compile", f"{type(exc).__name__}: {str(exc)[:300]}"))
 
 
-def _time_round(model: torch.nn.Module, pristine: list[module_state.Saved], inputs: list[list[Any]], device: str,
-                request: TimeRound) -> dict[str, Any]:
-    """Time the task's program on the draw's input sets (the ones the candidate is timed on), with
-    the arguments the parent gives this round; the sets go to the device for the round only.
-    Between calls it fingerprints its outputs at the candidate's positions, as the candidate's
-    process does: that work slows the next call (the float64 copy it allocates; an A/A pair read
-    0.80-0.86x on the CPU with it on one side only, 0.98x without it on either), and compares the
-    inputs with the set they were cloned from, as the candidate's process checks for mutation."""
-    sets = [[_to(x, device) for x in trial] for trial in inputs]
-    positions = [torch.tensor(p, dtype=torch.long) for p in request.positions]
+def _timed_inputs(sets: list[list[Any]], pristine: list[module_state.Saved], partners: list[list[int]],
+                  seeds: random.Random) -> tuple[Callable[[int], list[Any]], Callable[[int], list[Any]] | None,
+                                                 Callable[[int], Iterator[Any]]]:
+    """(prepare, fresh, again) for bench.time_calls, as the candidate's process makes its timed
+    calls' inputs: a set's clone; a fresh variant of it (inputs.fresh_variant, seeds from `seeds`;
+    None when a set has no floating-point tensor, as there); the last variant made again."""
+    last = [0, 0]
 
     def prepare(i: int) -> list[Any]:
-        module_state.restore(pristine)
+        module_state.restore(pristine)  # as the candidate's process does before each timed call
         return [x.clone() if isinstance(x, torch.Tensor) else x for x in sets[i]]
+
+    def again(i: int) -> Iterator[Any]:
+        return iter_variant(sets[i], sets[partner_of(i, last[1], partners)], last[1])
+
+    def fresh(i: int) -> list[Any]:
+        module_state.restore(pristine)
+        last[:] = [i, seeds.getrandbits(63)]
+        return list(again(i))
+
+    return prepare, fresh if all(has_float_content(s) for s in sets) else None, again
+
+
+def _time_round(model: torch.nn.Module, pristine: list[module_state.Saved], inputs: list[list[Any]], device: str,
+                request: TimeRound, partners: list[list[int]]) -> dict[str, Any]:
+    """Time the task's program on the draw's input sets (the ones the candidate is timed on), with
+    the arguments the parent gives this round; the sets go to the device for the round only.
+    Counted calls are on fresh variants of the sets, as the candidate's are. Between calls it
+    fingerprints its outputs at the candidate's positions, as the candidate's
+    process does: that work slows the next call (the float64 copy it allocates; an A/A pair read
+    0.80-0.86x on the CPU with it on one side only, 0.98x without it on either), and compares the
+    inputs with the set they were made from, as the candidate's process checks for mutation."""
+    sets = [[_to(x, device) for x in trial] for trial in inputs]
+    positions = [torch.tensor(p, dtype=torch.long) for p in request.positions]
+    prepare, fresh, again = _timed_inputs(sets, pristine, partners, random.Random(request.seed ^ 0x5EED))
 
     # (outputs are freed after their call, as the candidate's process frees them: it keeps only a
     # weak reference to each)
-    def after_call(i: int, args: list[Any], out: Any) -> None:
+    def after_call(i: int, args: list[Any], out: Any, new_content: bool) -> None:
         outs = split_outputs(out)
         [fingerprint(o, p) for o, p in zip(outs, positions) if isinstance(o, torch.Tensor)]
-        inputs_changed(sets[i], args)  # the answer does not matter here: the work between calls does
+        inputs_changed(again(i) if new_content else sets[i], args)  # the work between calls matters, not the answer
 
     with torch.no_grad():
         timing = bench.time_calls(lambda args: model(*args), prepare, len(sets), device, after_call=after_call,
-                                  rng=random.Random(request.seed), **request.bench_args)
+                                  rng=random.Random(request.seed), fresh=fresh, **request.bench_args)
     sets.clear()  # the round's device copies go now (the closures above still name the list)
     if device == "cuda":
         torch.cuda.empty_cache()
     return timing.to_dict()
+
+
+def _check_fresh(model: torch.nn.Module, pristine: list[module_state.Saved], held_inputs: list[list[Any]],
+                 device: str, request: CheckFresh, partners: list[list[int]]) -> FreshChecked:
+    """The reference summaries of the timed calls `request` names: each one's inputs made again
+    from its (set, seed) on the evaluation device, as the candidate's process made them, and its
+    outputs computed in float64 (the task's dtype where an op has none, as for the draw)."""
+    positions = [torch.tensor(p, dtype=torch.long) for p in request.positions]
+    module_state.restore(pristine)
+    model64 = copy.deepcopy(model).double()
+    pristine64 = module_state.snapshot(model64)
+    rows = []
+    with torch.no_grad():
+        for index, seed in request.calls:
+            base = [_to(x, device) for x in held_inputs[index]]
+            other = [_to(x, device) for x in held_inputs[partner_of(index, seed, partners)]]
+            inputs = fresh_variant(base, other, seed)
+            try:
+                module_state.restore(pristine64)
+                outs = split_outputs(model64(*[_to(x, device, double=True) for x in inputs]))
+            except Exception:  # no float64 kernel: the task's dtype, as _reference_outputs falls back
+                module_state.restore(pristine)
+                outs = split_outputs(model(*inputs))
+            row = []
+            for out, pos in zip(outs, positions):
+                s = summarize_reference(out.detach().to(torch.float64 if out.is_floating_point() else out.dtype), pos)
+                row.append({"values": s.values.tolist(), "norm": s.norm, "scale": s.scale})
+            rows.append(row)
+            del base, other, inputs, outs
+    del model64
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return FreshChecked(rows)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import statistics
 from typing import Any, cast
 
@@ -19,7 +20,7 @@ from warpforge.candidate import EvalResult, Stage, Status, Timing
 from warpforge.config import EvalConfig
 from warpforge.evaluate import compile as compile_mod
 from warpforge.evaluate.paired import Rounds, unstable as paired_unstable
-from warpforge.evaluate.protocol import Compared, Evidence, Failure, Loaded, ParentView
+from warpforge.evaluate.protocol import Compared, Evidence, Failure, FreshChecked, Loaded, ParentView
 from warpforge.evaluate.sandbox import ChildOutcome
 from warpforge.evaluate.verify import Comparison, RefSummary, Tolerance, compare_fingerprint, thin_margin_note
 
@@ -28,6 +29,12 @@ SPEED_OF_LIGHT_SLACK = 1.5  # a result this many times faster than the datasheet
 # at their best: a content cache. Honest kernels do not care which values they were given before.
 CONTENT_CACHE_RATIO = 3.0
 CONTENT_CACHE_REASON = "results are cached by input content"
+# Counted timed calls run on fresh content (bench.time_calls), whose references are computed only
+# for the calls the parent picks after the candidate's process has ended: this many a round, at
+# random. A program that is wrong on fresh content in a share p of the calls escapes with
+# (1 - p) ** (3 * rounds): to move a round's median it must be wrong in most of them, which five
+# rounds catch but for 0.5 ** 15 = 3e-5. Each check costs a float64 forward in the reference process.
+FRESH_CHECKS_PER_ROUND = 3
 
 
 @dataclasses.dataclass
@@ -57,12 +64,36 @@ def with_verdict(result: EvalResult, status: Status, reason: str, stage: str, **
     return dataclasses.replace(result, status=status, reason=reason, stage=cast(Stage, stage), **changes)
 
 
-def comparison_from(reply: Compared) -> tuple[Comparison, dict[tuple[int, int], RefSummary]]:
+def fresh_calls_to_check(outcome: ChildOutcome, sets: int, rng: random.Random) -> list[list[int]]:
+    """[set, seed] of FRESH_CHECKS_PER_ROUND timed calls on fresh content per round, picked at
+    random from those the candidate's process reported (well-formed ones on a drawn set)."""
+    picked: list[list[int]] = []
+    for report in Evidence.of(outcome).rounds:
+        calls = [[e[0], e[2]] for e in report.fingerprints if isinstance(e, (list, tuple)) and len(e) == 3
+                 and _is_int(e[0]) and 0 <= e[0] < sets and _is_int(e[2]) and 0 <= e[2] < 2**63] \
+            if isinstance(report.fingerprints, list) else []
+        picked += rng.sample(calls, min(FRESH_CHECKS_PER_ROUND, len(calls)))
+    return picked
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int
+
+
+def fresh_summaries(calls: list[list[int]], reply: FreshChecked) -> dict[tuple[int, ...], RefSummary]:
+    """The reference summaries of the fresh calls checked, keyed (set, output, seed)."""
+    return {(index, j, seed): RefSummary(torch.tensor(s["values"], dtype=torch.float64), float(s["norm"]),
+                                         float(s["scale"]))
+            for (index, seed), row in zip(calls, reply.summaries) for j, s in enumerate(row)}
+
+
+def comparison_from(reply: Compared) -> tuple[Comparison, dict[tuple[int, ...], RefSummary]]:
     """The reference process's `Compared` message as a Comparison and, keyed by (input set,
     output), the reference summaries that timed calls are checked against."""
     comparison = Comparison(bool(reply.ok), str(reply.reason), float(reply.max_abs_err), float(reply.rel_l2_err))
-    summaries = {(i, j): RefSummary(torch.tensor(s["values"], dtype=torch.float64), float(s["norm"]), float(s["scale"]))
-                 for i, row in enumerate(reply.summaries) for j, s in enumerate(row)}
+    summaries: dict[tuple[int, ...], RefSummary] = {
+        (i, j): RefSummary(torch.tensor(s["values"], dtype=torch.float64), float(s["norm"]), float(s["scale"]))
+        for i, row in enumerate(reply.summaries) for j, s in enumerate(row)}
     return comparison, summaries
 
 
@@ -146,20 +177,25 @@ def _raised(failure: Failure, stage: str) -> str:
 
 
 def _timed_calls_problem(prints_of: Any, reference: Reference,
-                         summaries: dict[tuple[int, int], RefSummary]) -> str | None:
-    """Why one round's timed outputs are not the reference's (their fingerprints), or None."""
+                         summaries: dict[tuple[int, ...], RefSummary]) -> str | None:
+    """Why one round's timed outputs are not the reference's (their fingerprints), or None. A call
+    on a set itself is checked against that set's references; one on fresh content (an entry
+    with its seed) only when it was picked for checking (`fresh_calls_to_check`)."""
     if not isinstance(prints_of, list):
         return "a timed round's report is malformed"
     for entry in prints_of:
-        if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[0], int)):
+        if not (isinstance(entry, (list, tuple)) and len(entry) in (2, 3) and isinstance(entry[0], int)
+                and (len(entry) == 2 or isinstance(entry[2], int))):
             return "a timed round's report is malformed"
-        index, prints = entry
+        index, prints = entry[0], entry[1]
         if not isinstance(prints, list) or len(prints) != len(reference.dtypes):
             return "a timed call returned a different number of outputs"
+        if (int(index), 0) not in summaries:
+            return f"a timed call reported input set {index}, which was never drawn"
         for j, fp in enumerate(prints):
-            summary = summaries.get((int(index), j))
+            summary = summaries.get((int(index), j, int(entry[2])) if len(entry) == 3 else (int(index), j))
             if summary is None:
-                return f"a timed call reported input set {index}, which was never drawn"
+                continue  # a call on fresh content that was not picked for checking
             dtype = reference.dtypes[j]
             problem = compare_fingerprint(fp, summary, reference.tolerances[j],
                                           torch.finfo(dtype).max if dtype.is_floating_point else math.inf)
@@ -169,7 +205,7 @@ def _timed_calls_problem(prints_of: Any, reference: Reference,
 
 
 def _decide_bench(evidence: Evidence, reference: Reference, cfg: EvalConfig, common: EvalResult,
-                  comparison: Comparison, summaries: dict[tuple[int, int], RefSummary],
+                  comparison: Comparison, summaries: dict[tuple[int, ...], RefSummary],
                   paired: Rounds | None) -> EvalResult:
     bench = evidence.bench
     if bench is None:

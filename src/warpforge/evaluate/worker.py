@@ -20,7 +20,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -42,6 +42,8 @@ _mutated = inputs_changed
 _type = type
 _perf = time.perf_counter
 _dumps = json.dumps
+_urandom = os.urandom
+_from_bytes = int.from_bytes
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -167,7 +169,8 @@ def _stages(channel: sandbox.Channel, imported: StageCall, spec: CandidateSpec, 
     if answer != "bench":
         return Done()
     timed = _stage(channel, "bench", lambda: _bench(channel, model, saved, data["trials"], spec, device, check,
-                                                    threads_before, earlier, in_place, expected))
+                                                    threads_before, earlier, in_place, expected,
+                                                    data.get("set_partners")))
     if timed.error is not None:
         return timed.ending(spec.candidate_path)
     if spec.profile:
@@ -441,7 +444,8 @@ def _weak_refs(outputs: list[list[_Tensor]]) -> dict[int, StorageWeakRef]:
 
 def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.Saved], trials: list[list[Any]],
            spec: CandidateSpec, device: str, check: Callable[[], str | None], threads_before: set[threading.Thread],
-           earlier: dict[int, StorageWeakRef], in_place: bool = False, expected: Any = None) -> None:
+           earlier: dict[int, StorageWeakRef], in_place: bool = False, expected: Any = None,
+           partners: list[list[int]] | None = None) -> None:
     positions = [torch.tensor(p, dtype=torch.long) for p in spec.positions]
     least = _least(positions)
     # shared sets are this process's own copies on the GPU already; file sets are copied there
@@ -453,20 +457,35 @@ def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.S
         _restore(saved)
         return [v.clone() if isinstance(v, _Tensor) else v for v in sets[i]]
 
+    # counted timed calls run on inputs no call has seen (bench.time_calls `fresh`): a new variant
+    # of a set each time, from a seed out of the OS's entropy (none the candidate could predict);
+    # the seed goes with the call's fingerprints, so the parent can have some of them checked
+    partners = inputs_mod.checked_partners(partners, len(sets))  # (the draw's file says which)
+    last = [0, 0]  # the last fresh call's set and seed
+
+    def variant(i: int, seed: int) -> Iterator[Any]:
+        return inputs_mod.iter_variant(sets[i], sets[inputs_mod.partner_of(i, seed, partners)], seed)
+
+    def fresh(i: int) -> list[Any]:
+        _restore(saved)
+        last[:] = [i, _from_bytes(_urandom(8), "little") >> 1]
+        return list(variant(i, last[1]))
+
     # Every earlier output (verified or timed) is remembered by address, with a weak reference to
     # its storage. One still alive when a later call returns its address again was kept by the
     # candidate and handed back; one that was freed may honestly be given out again by the
     # allocator. (Holding the outputs themselves instead took the memory of every verified and
     # every recent output: 36 GiB more for a task with 6 GiB outputs, which ran the GPU out.)
 
-    def after_call(i: int, args: list[Any], out: Any) -> None:
+    def after_call(i: int, args: list[Any], out: Any, new_content: bool) -> None:
         """The verify stage's rules, for every timed call too."""
         outs = _check_outputs(out, expected, least, f"in a timed call (input set {i + 1}), ")
-        prints.append([i, [fingerprint(o, p) if isinstance(o, _Tensor) else None for o, p in zip(outs, positions)]])
+        prints.append([i, [fingerprint(o, p) if isinstance(o, _Tensor) else None for o, p in zip(outs, positions)],
+                       *([last[1]] if new_content else [])])
         problem = check() or _new_threads(threads_before)
         if problem:
             raise Rejected(problem)
-        if _mutated(sets[i], args):
+        if _mutated(variant(i, last[1]) if new_content else sets[i], args):
             raise Rejected("forward() modified its input tensors in place during a timed call")
         inputs = {_storage(a) for a in args if isinstance(a, _Tensor)} - {-1}
         for o in outs:
@@ -482,10 +501,11 @@ def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.S
     # no_grad around the whole loop, as the reference process times its baselines: entering it per
     # call put a few microseconds of host time inside every timed call (an A/A bias on the CPU)
     rng = random.Random(spec.bench_seed)
+    new_content = all(inputs_mod.has_float_content(t) for t in sets)  # (else every call counts, as before)
     with torch.no_grad():
         timing = bench.time_calls(_timed_forward, prepare, len(sets), device, rng=rng,
-                                  unseen_sets=len(sets) - spec.verify_sets,
-                                  after_call=after_call, **spec.bench_args)
+                                  unseen_sets=len(sets) - spec.verify_sets, after_call=after_call,
+                                  fresh=fresh if new_content else None, **spec.bench_args)
     grown = (len(os.listdir("/proc/self/task")) - native_threads) if native_threads else 0
     channel.post(FirstRound(timing.to_dict(), prints, grown))
     # paired timing: further rounds while the parent asks, each checked like the first
@@ -493,7 +513,7 @@ def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.S
         prints.clear()
         with torch.no_grad():
             timing = bench.time_calls(_timed_forward, prepare, len(sets), device, rng=rng, after_call=after_call,
-                                      **(spec.round_args or spec.bench_args))
+                                      fresh=fresh if new_content else None, **(spec.round_args or spec.bench_args))
         channel.post(Round(timing.to_dict(), prints))
 
 
