@@ -155,3 +155,28 @@ def test_a_verdict_names_what_raised_and_never_blames_the_candidate_for_the_harn
     wrong = verdict({"type": "wrong_outputs", "message": "the output has shape (3,); the reference's is (4,)"})
     assert (wrong.status, wrong.stage, wrong.reason) == ("incorrect", "verify", wrong.reason)
     assert wrong.reason.startswith("the output has shape")
+
+
+def test_weights_the_candidate_made_uncopyable_are_its_fault_not_the_harness() -> None:
+    """Found on an H200 (2026-12-07, CUDA-L1's level3/24 kernel at its own size): parameters made
+    under torch.inference_mode refuse the reference's weights, and the harness reported the
+    failing copy as its own crash ("please report it")."""
+    source = """import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        with torch.inference_mode():
+            self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+"""
+    task = load_task(Path(__file__).parent / "fixtures" / "tasks" / "linear_relu.py")
+    with Judge(task, EvalConfig(**{**FAST, "bench": False})) as judge:  # type: ignore[arg-type]
+        result = judge.evaluate(Candidate(source))
+    assert (result.status, result.stage) == ("runtime_error", "compile"), describe(result)
+    assert "copying the reference's weights into ModelNew" in result.reason, describe(result)
+    assert "harness itself failed" not in result.reason, describe(result)

@@ -281,7 +281,11 @@ def _build_model(module: Any, data: dict[str, Any], spec: CandidateSpec, device:
     own = model.state_dict()
     # same parameter names and shapes as Model: give it the reference's exact weights
     if own.keys() == reference_state.keys() and all(own[k].shape == reference_state[k].shape for k in own):
-        model.load_state_dict(reference_state)
+        try:  # the candidate's own tensors refuse the copy (e.g. made under torch.inference_mode): its fault
+            model.load_state_dict(reference_state)
+        except RuntimeError as exc:
+            raise CandidateFault(f"copying the reference's weights into ModelNew's parameters and buffers failed: "
+                                 f"{str(exc)[:600]}") from exc
     return model.to(device).eval()
 
 
