@@ -18,6 +18,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from warpforge.untrusted import RefusedFile, kind, open_regular  # noqa: F401  (RefusedFile: what reference.py catches)
+
 log = logging.getLogger(__name__)
 
 # A candidate's folders hold the harness's few files, its outputs and its builds: torch's
@@ -26,13 +28,6 @@ log = logging.getLogger(__name__)
 MAX_DEPTH = 32
 MAX_ENTRIES = 10_000
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class RefusedFile(OSError):
-    """A file from a candidate that is not read: a link, not a regular file, or too large."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "refused"
 
 
 def output_file_limit(expected_bytes: int) -> int:
@@ -53,7 +48,7 @@ def refused_output(path: str, expected_bytes: int) -> str | None:
     if stat.S_ISLNK(info.st_mode):
         return "the outputs file is a symbolic link, not the file the harness wrote (links are not followed)"
     if not stat.S_ISREG(info.st_mode):
-        return f"the outputs file is {_kind(info.st_mode)}, not a regular file (the harness wrote a regular file)"
+        return f"the outputs file is {kind(info.st_mode)}, not a regular file (the harness wrote a regular file)"
     if info.st_size > output_file_limit(expected_bytes):
         return (f"the outputs file holds {info.st_size / 2**20:.1f} MiB, the task's outputs take "
                 f"{expected_bytes / 2**20:.1f} MiB")
@@ -63,30 +58,9 @@ def refused_output(path: str, expected_bytes: int) -> str | None:
 @contextlib.contextmanager
 def regular_file(path: str, limit_bytes: int) -> Iterator[str]:
     """A path that names the regular file at `path` as opened now (/proc/self/fd/N), for readers
-    that need a path (torch.load with mmap): never through a link (O_NOFOLLOW), never blocking on a
-    FIFO (O_NONBLOCK, then fstat), never over `limit_bytes`. Swapping the name afterwards changes
-    nothing: the descriptor holds the file that was checked. Raises RefusedFile."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as exc:
-        if os.path.islink(path):
-            raise RefusedFile("it is a symbolic link, which is not followed") from None
-        raise exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise RefusedFile(f"it is {_kind(info.st_mode)}, not a regular file")
-        if info.st_size > limit_bytes:
-            raise RefusedFile(f"it holds {info.st_size} bytes, more than the {limit_bytes} allowed")
+    that need a path (torch.load with mmap): untrusted.open_regular's rules. Raises RefusedFile."""
+    with open_regular(path, limit_bytes) as fd:
         yield f"/proc/self/fd/{fd}"
-    finally:
-        os.close(fd)
-
-
-def _kind(mode: int) -> str:
-    return ("a FIFO" if stat.S_ISFIFO(mode) else "a folder" if stat.S_ISDIR(mode) else "a socket" if stat.S_ISSOCK(mode)
-            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a symbolic link" if stat.S_ISLNK(mode)
-            else "not a regular file")
 
 
 def usage(root: Path, max_entries: int = MAX_ENTRIES, max_depth: int = MAX_DEPTH) -> tuple[int, int, str | None]:
