@@ -53,3 +53,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def wait_until_listening(server, port: int, seconds: float = 60.0) -> None:
+    """Block until a server process started by a test accepts connections on 127.0.0.1:`port`
+    (a hang guard, not a speed claim: it fails only if the server exits or never listens)."""
+    import socket
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert server.poll() is None and time.monotonic() < deadline, "the HTTP server did not start"
+            time.sleep(0.2)

@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 import pytest
+from conftest import wait_until_listening
 
 pytest.importorskip("mcp")
 
@@ -329,14 +330,7 @@ def test_the_http_transport_serves_the_same_tools(tmp_path: Path) -> None:
                                str(tmp_path / "http.db"), "--device", "cpu"], cwd=ROOT, stderr=subprocess.PIPE,
                               env={**os.environ, "WARPFORGE_MCP_TOKEN": "a-test-token-of-enough-length"})
     try:
-        deadline = time.monotonic() + 60
-        while True:  # wait until it listens
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, "the HTTP server did not start"
-                time.sleep(0.2)
+        wait_until_listening(server, port)
 
         async def drive() -> tuple[set[str], Any]:
             client = create_mcp_http_client({"Authorization": "Bearer a-test-token-of-enough-length"})

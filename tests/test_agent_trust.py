@@ -14,7 +14,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 import anyio
 import pytest
+from conftest import wait_until_listening
 
 pytest.importorskip("mcp")
 
@@ -75,14 +75,7 @@ def http_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
         banner = server.stderr.readline()
         assert "serving MCP" in banner, banner
         token = banner.split("TOKEN = ", 1)[1].split()[0] if "TOKEN = " in banner else ""
-        deadline = time.monotonic() + 60
-        while True:  # wait until it listens
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, "the HTTP server did not start"
-                time.sleep(0.2)
+        wait_until_listening(server, port)
         yield port, token, archive
     finally:
         server.terminate()
