@@ -1,9 +1,9 @@
-"""Building the CUTLASS sm90 GEMMs of cutlass_sm90.py: the CUDA source of one instance
-(kernels/cutlass_sm90.cu with its placeholders filled), the CUTLASS headers it is compiled against
-(the nvidia-cutlass wheel's, or $WARPFORGE_CUTLASS_INCLUDE), and nvcc turning it into a plain shared
-library, cached on disk under a name that changes with the source, the flags and the headers'
-version; `build_all` prebuilds many in parallel, also into a folder to carry to an offline GPU
-machine ($WARPFORGE_CUTLASS_LIB_DIR there). No GPU is needed for any of it.
+"""Building the CUTLASS sm90 GEMMs (configurations in cutlass_configs.py, loaded by cutlass_sm90.py):
+the CUDA source of one instance (kernels/cutlass_sm90.cu with its placeholders filled), the CUTLASS
+headers it is compiled against (the nvidia-cutlass wheel's, or $WARPFORGE_CUTLASS_INCLUDE), and nvcc
+turning it into a plain shared library, cached on disk under a name that changes with the source,
+the flags and the headers' version; `build_all` prebuilds many in parallel, also into a folder to
+carry to an offline GPU machine ($WARPFORGE_CUTLASS_LIB_DIR there). No GPU is needed for any of it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from string import Template
 
 from warpforge.errors import UsageError
 from warpforge.gemm.cuda_mma import _first_errors, _nvcc
-from warpforge.gemm.cutlass_sm90 import ELEMENTS, SCHEDULES, CutlassConfig
+from warpforge.gemm.cutlass_configs import ELEMENTS, SCHEDULES, CutlassConfig
 from warpforge.gemm.layout import LAYOUTS
 
 # nvcc for CUTLASS 3.x: C++17, relaxed constexpr (CuTe calls constexpr host functions on the device),
