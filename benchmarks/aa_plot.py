@@ -30,6 +30,9 @@ STYLE = ("<style>text { font: 11px sans-serif; fill: #222; } .tick { fill: #666;
 
 
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return
     if len(sys.argv) < 3:
         raise SystemExit(__doc__)
     out, series = Path(sys.argv[1]), []

@@ -1,7 +1,7 @@
 """The main job on a busy machine: demo runs and evaluations of every bundled example, with
 other processes keeping the cores busy, as a shared workstation or CI runner is.
 
-What it measures (issue 39's Build 4): with LOAD processes per 2 cores running beside it —
+What it measures: with LOAD processes per 2 cores running beside it —
 `steady` (a busy loop) or `bursty` (busy 5-50 ms, idle 5-50 ms, copying 8 MiB at a time: load
 that comes and goes, as builds and installs do; scripts/busy_load.py) — it runs
   - `--evals N` evaluations (`warpforge eval --device cpu`, human output, as a user types it) of

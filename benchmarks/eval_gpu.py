@@ -1,7 +1,7 @@
 """Evaluate every GPU candidate and GPU exploit through warpforge's Python API.
 
-What it measures: for each file in benchmarks/gpu_candidates/ (honest kernels, named
-`<task_stem>__<path>.py`, expected `correct`) and benchmarks/gpu_exploits/ (each declares
+What it measures: for each file in examples/gpu/ (honest kernels, named
+`<task_stem>__<path>.py`, expected `correct`) and tests/fixtures/gpu_exploits/ (each declares
 EXPECT = {"task": ..., "verdict": ...}), the evaluator's verdict on the task's GPU size with
 the default timing budgets: status, reason, speedup over eager and over torch.compile, the
 kind of kernels that ran, the fraction of the speed of light, and the wall-clock seconds of
@@ -49,8 +49,9 @@ except ImportError:  # a source checkout without `pip install -e .`: use src/, f
 from warpforge import Candidate, EvalConfig, Judge, load_task  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-CANDIDATES = HERE / "gpu_candidates"
-EXPLOITS = HERE / "gpu_exploits"
+ROOT = HERE.parent
+CANDIDATES = ROOT / "examples" / "gpu"
+EXPLOITS = ROOT / "tests" / "fixtures" / "gpu_exploits"
 # cheapest and most telling first, so a run cut short by the time budget still covers every
 # compile path and every exploit; the 1 GB-input sum_reduction last
 FIRST = ["relu__triton", "relu__cuda", "relu__nvrtc", "relu__torch"]
@@ -82,7 +83,9 @@ def plan(only: list[str]) -> list[dict]:
 
 
 def rel(path: Path) -> str:
-    return str(path.relative_to(HERE))
+    # the names results files have always used (they lived in benchmarks/gpu_candidates and
+    # benchmarks/gpu_exploits), so --resume and --only read older files too
+    return f"{'gpu_candidates' if path.parent == CANDIDATES else 'gpu_exploits'}/{path.name}"
 
 
 def read_expect(path: Path) -> dict:

@@ -3,10 +3,10 @@
 What it measures: the wall-clock seconds of `warpforge.evaluate(...)` from the Python API (this
 process has torch imported already, as a long-running search loop would) for one cheap task,
 level1/relu at its GPU size, with one candidate per compile path:
-    pytorch  gpu_candidates/relu__torch.py    (no compilation)
-    triton   gpu_candidates/relu__triton.py   (Triton JIT)
-    nvrtc    gpu_candidates/relu__nvrtc.py    (CuPy RawModule / NVRTC)
-    inline   gpu_candidates/relu__cuda.py     (torch.utils.cpp_extension.load_inline: nvcc + g++)
+    pytorch  examples/gpu/relu__torch.py    (no compilation)
+    triton   examples/gpu/relu__triton.py   (Triton JIT)
+    nvrtc    examples/gpu/relu__nvrtc.py    (CuPy RawModule / NVRTC)
+    inline   examples/gpu/relu__cuda.py     (torch.utils.cpp_extension.load_inline: nvcc + g++)
 Cold: EvalConfig(cache_dir=<fresh temp dir>), so load_inline's build folder, Triton's and
 CuPy's kernel caches (TRITON_CACHE_DIR / CUPY_CACHE_DIR, which the evaluator points into
 cache_dir) and the cached baseline timings all start empty. (TorchInductor's own cache for the
@@ -117,7 +117,7 @@ def main() -> int:
                 else:
                     continue  # its cold run was skipped: nothing to be warm from
                 config = EvalConfig(device=args.device, size=args.size, bench=bench, cache_dir=cache_dir, timeout_s=300)
-                candidate = Candidate.from_file(HERE / "gpu_candidates" / PATHS[path])
+                candidate = Candidate.from_file(HERE.parent / "examples" / "gpu" / PATHS[path])
                 key = f"{path}|{'bench' if bench else 'nobench'}|{cache}"
                 t0 = time.perf_counter()
                 try:
@@ -248,7 +248,7 @@ def judge_cells(task, paths: list[str], args: argparse.Namespace, start: float) 
             # no torch.compile baseline: it would add 5-60 s to the first evaluation, which is left out anyway
             config = EvalConfig(device=args.device, size=args.size, bench=True, cache_dir=cache_dir, timeout_s=300,
                                 spare_workers=args.spares, compile_baseline=False)
-            source = (HERE / "gpu_candidates" / PATHS[path]).read_text()
+            source = (HERE.parent / "examples" / "gpu" / PATHS[path]).read_text()
             key = f"{path}|judge|{cell}"
             runs = raw.setdefault(key, [])
             try:

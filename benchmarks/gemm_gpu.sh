@@ -8,6 +8,7 @@
 #   RECORDS="${R}_2026-11-23.jsonl ${R}_2026-11-25.jsonl" bash benchmarks/gemm_gpu.sh OUT llm 160 offline,server 0
 # nvmath-python (cuBLASLt baselines) is installed from wheels in .whl/ when present (an offline
 # machine); otherwise it must be importable already (pip install 'warpforge[gemm]').
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the comment above
 set -uo pipefail
 OUT=${1:?output folder}; SET=${2:-cudal2}; SAMPLE=${3:-20}; MODES=${4:-offline,server}; COMPILE=${5:-0}
 cd "$(dirname "$0")/.."

@@ -1,4 +1,4 @@
-"""Issue 23's held-out shapes: GEMM shapes the tuner never measures, drawn once (before the whole
+"""Held-out GEMM shapes: shapes the tuner never measures, drawn once (before the whole
 grid was tuned) and committed, on which the dispatcher's choice for unmeasured shapes is judged.
 
 Each of M, N and K is drawn log-uniformly over the cudal2 grid's range (64 to 16384) and rounded
@@ -8,7 +8,7 @@ shape with all three on grid values is drawn again. The seed is fixed, so the fi
     python benchmarks/gemm_heldout_shapes.py --out benchmarks/gemm_heldout_cudal2.csv
     warpforge gemm bench --shapes benchmarks/gemm_heldout_cudal2.csv --table TABLE.json --modes offline
 
-A second draw (seed 24, session 22) is for the next measurement, since the dispatcher's rule for
+A second draw (seed 24) is for the next measurement, since the dispatcher's rule for
 unmeasured shapes was changed after reading the bench on the first:
 
     python benchmarks/gemm_heldout_shapes.py --seed 24 --out benchmarks/gemm_heldout2_cudal2.csv

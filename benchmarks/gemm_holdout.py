@@ -1,4 +1,4 @@
-"""Issue 23, item 3, offline: how would a choice for shapes the tuner never measured do?
+"""Offline: how would a choice for shapes the tuner never measured do?
 
 Leave-one-out over the committed tune records (`gemm tune` writes, per shape, the screen time of
 every candidate it tried: the Triton families' configurations, the mma kernels, torch.matmul,

@@ -1,6 +1,6 @@
 """The numbers docs/gemm.md quotes from tuning records: seconds per shape, verifications, and the
 best configuration of each kernel family against torch.matmul (geometric mean over the shapes);
-then where each family wins, by the shape's class (issue 23's three: latency-bound under 10 µs
+then where each family wins, by the shape's class (three classes: latency-bound under 10 µs
 of torch.matmul, 10-50 µs, and the larger ones), as a markdown table.
 
     python benchmarks/gemm_tune_summary.py benchmarks/results/gemm_h100-80gb-hbm3_*_tune_2026-11-23.jsonl
@@ -107,5 +107,8 @@ def summarize(path: str) -> None:
 
 
 if __name__ == "__main__":
+    if not sys.argv[1:] or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0 if sys.argv[1:] else 2)
     for p in sys.argv[1:]:
         summarize(p)

@@ -2,7 +2,7 @@
 
 Evaluates one candidate --n times through one Judge (default config for the device: paired
 timing, spares) and reports the median of evaluations 2..n (the first carries the start-up):
-turnaround seconds, and the stage seconds `bench` and `reference_rounds`. Used for issue 21's
+turnaround seconds, and the stage seconds `bench` and `reference_rounds`. Used for the
 CPU check of freezing start-up objects out of the garbage collector (gc.freeze in the children):
 
     python benchmarks/judge_turnaround.py --out DIR --label after [--device cpu] [--n 7]
@@ -40,7 +40,7 @@ def main() -> None:
     ap.add_argument("--label", required=True, help="what this run measures (e.g. the commit or the change)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--task", default="level1/relu")
-    ap.add_argument("--candidate", default=str(ROOT / "benchmarks/gpu_candidates/relu__torch.py"))
+    ap.add_argument("--candidate", default=str(ROOT / "examples/gpu/relu__torch.py"))
     ap.add_argument("--n", type=int, default=7)
     ap.add_argument("--rep-ms", type=float, default=None, help="the timing budget (EvalConfig.rep_ms; default its default)")
     args = ap.parse_args()

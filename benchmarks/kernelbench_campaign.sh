@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 22's campaign, the loop's side (docs/kernelbench.md): warpforge's own strategies over the
+# The KernelBench campaign, the loop's side (docs/kernelbench.md): warpforge's own strategies over the
 # committed 30-task sample, the model answering through an inbox (a coding agent, or a person),
 # candidates evaluated on the GPU machine through an outbox (benchmarks/outbox_gpu.sh there).
 # Runs until every task has its budget of candidates; stop it any time, the same command resumes.
@@ -7,6 +7,7 @@
 #   CAMPAIGN_DIR/inbox   requests (<id>.request.md) the model answers with <id>.reply.md
 #   CAMPAIGN_DIR/outbox  jobs/ for the GPU machine, results/ brought back from it
 #   CAMPAIGN_DIR/kb.db   the archive
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the comment above
 set -uo pipefail
 DIR=${1:?usage: kernelbench_campaign.sh CAMPAIGN_DIR [CANDIDATES_PER_TASK] [GENERATION_SIZE]}
 N=${2:-8}; G=${3:-4}

@@ -1,4 +1,4 @@
-"""Issue 22's closing table: each sample task's best campaign kernel, timed in one run on one GPU
+"""The KernelBench campaign's closing table: each sample task's best campaign kernel, timed in one run on one GPU
 against eager and torch.compile (the Judge's baselines) beside CUDA-L1's released kernel for the
 same task, all through warpforge's evaluator; then the table, pass@k, speedup@k, the
 custom-kernel share, tokens and cost.

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The GPU machine's side of issue 22's final table (benchmarks/kernelbench_final.py): evaluate
+# The GPU machine's side of the KernelBench campaign's final table (benchmarks/kernelbench_final.py): evaluate
 # FINAL/pending.txt (written here by `kernelbench_final.py pending`) with one worker per GPU,
 # streaming eval-batch --json into a file outside OUT that is copied to OUT/final.jsonl every 30 s
 # and at the end, so a call cut by its limit still brings back every finished pair.
 # Usage (carry .sandbox .kb FINAL): bash benchmarks/kernelbench_final.sh OUT FINAL [TIME_S]
 # Back here: cp OUT/final.jsonl FINAL/results/call-N.jsonl, then `pending` again for what is left.
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the comment above
 set -uo pipefail
 OUT=${1:?usage: kernelbench_final.sh OUT FINAL [TIME_S]}
 FINAL=${2:?FINAL: the folder kernelbench_final.py prepare wrote}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19 on a GPU: A/A over the built-in suite and KernelBench levels 1-3, and CUDA-L1's released
+# A/A on a GPU: A/A over the built-in suite and KernelBench levels 1-3, and CUDA-L1's released
 # H100 kernels through the evaluator. Resumable: run it again (with the same RESULTS_DIR holding
 # what earlier runs fetched) and it goes on where it stopped.
 #   python benchmarks/kernelbench_prep.py --kernelbench KernelBench/KernelBench \
@@ -21,6 +21,7 @@
 # loses only its task in flight. Then: python benchmarks/kernelbench_summary.py DIR.
 # On GPU 0, before its KernelBench share: GPU_TESTS=1 runs tests/test_gpu.py, EXPLOITS=1
 # benchmarks/eval_gpu.py (the GPU exploits and honest candidates). STEPS picks the steps (default "suite kb cudal1").
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the comment above
 set -uo pipefail
 OUT=${1:?usage: kernelbench_gpu.sh OUT_DIR [SECONDS] [RESULTS_DIR]}
 BUDGET=${2:-540}

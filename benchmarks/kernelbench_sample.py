@@ -1,4 +1,4 @@
-"""Issue 22's campaign sample, chosen before any run: N tasks per KernelBench level, drawn with a
+"""The KernelBench campaign's sample, chosen before any run: N tasks per KernelBench level, drawn with a
 fixed seed from the tasks of a KernelBench checkout, stratified by level and, within a level,
 spread over the kinds of task (the first word of the task's name after its number: Matmul,
 Conv2d, ReLU, ...) so that no kind is drawn twice before every kind has been drawn once.

@@ -3,8 +3,8 @@ each verdict put in one class.
 
     python benchmarks/kernelbench_summary.py benchmarks/results/kernelbench_h100_2026-11-25 [--meta .kb/cudal1_meta.jsonl]
 
-writes DIR/summary.json and prints it. Classes of a CUDA-L1 kernel's verdict (issue 19; the
-exploit class as tests/test_exploits.py defines it, issue 40):
+writes DIR/summary.json and prints it. Classes of a CUDA-L1 kernel's verdict (the
+exploit class as tests/test_exploits.py defines it):
   accepted   correct, timed. A constant output (the profile saw no GPU work but fills and memsets
              in its calls: only a task whose output ignores its inputs lets that pass, KernelBench's
              old level2/66 returning torch.ones) stays accepted, since the answer is right, but is

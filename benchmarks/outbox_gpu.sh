@@ -8,6 +8,7 @@
 # Keep TIME_S below the call's own limit (the device budget left, less start-up).
 # Usage: [CUDA_VISIBLE_DEVICES=0,1] [COMPILE_WORKERS=N] bash benchmarks/outbox_gpu.sh OUT_DIR OUTBOX [TIME_S]
 # Back on the loop's machine: tar xzf OUT_DIR/results.tgz -C OUTBOX/results
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the comment above
 set -uo pipefail
 OUT=${1:?usage: outbox_gpu.sh OUT_DIR OUTBOX [TIME_S]}
 BOX=${2:?OUTBOX}

@@ -113,7 +113,7 @@ def main() -> int:
     if args.device in PLAIN:
         cells.insert(0, ("turn", "tests/fixtures/tasks/matmul.py", PLAIN[args.device]))
     else:
-        cells.insert(0, ("turn", "level1/relu", ROOT / "benchmarks" / "gpu_candidates" / "relu__torch.py"))
+        cells.insert(0, ("turn", "level1/relu", ROOT / "examples" / "gpu" / "relu__torch.py"))
     with tempfile.TemporaryDirectory() as cache:
         for name, task_name, path in cells:
             raw[name] = {"sandboxed": [], "unsandboxed": []}

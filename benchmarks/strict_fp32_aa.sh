@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 40: the A/A in --strict-fp32 mode (TF32 off for matmuls and cuDNN in the reference's and the
+# The A/A in --strict-fp32 mode (TF32 off for matmuls and cuDNN in the reference's and the
 # candidate's processes, the bar calibrated from that reference) of every convolution task of the
 # built-in suite and of the KernelBench A/A sample (the tasks of
 # benchmarks/results/kernelbench_h100_2026-11-25/aa_kernelbench*.jsonl whose program calls a
@@ -9,6 +9,7 @@
 # calibrate rows, each with "strict_fp32": true). Resumable: run it again with the same OUT_DIR and
 # the tasks already there are skipped. Each task must be accepted, and read 1.00x as in the default
 # mode; its tolerance is then its strict reference's own error x4 (docs/evaluation.md, "Precision").
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the comment above
 set -uo pipefail
 OUT=${1:?usage: strict_fp32_aa.sh OUT_DIR [SECONDS]}
 BUDGET=${2:-3000}

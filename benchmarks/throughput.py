@@ -1,4 +1,4 @@
-"""Issue 6's throughput benchmark: verified-and-timed candidates per GPU-minute.
+"""The throughput benchmark: verified-and-timed candidates per GPU-minute.
 
 A fixed corpus of 100 candidates (36 load_inline CUDA builds, 52 Triton kernels, 12 PyTorch
 rewrites; variants of the committed GPU examples over their launch parameters) for level1
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "benchmarks" / "gpu_candidates"
+EXAMPLES = ROOT / "examples" / "gpu"
 
 TORCH_RELU = ["torch.relu(x)", "torch.clamp_min(x, 0.0)", "x.clamp(min=0.0)", "torch.nn.functional.relu(x)",
               "torch.where(x > 0, x, torch.zeros_like(x))", "torch.maximum(x, torch.zeros_like(x))"]

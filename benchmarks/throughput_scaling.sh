@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 6's 1 -> N GPU scaling on one host: the same sample of the throughput corpus evaluated by
+# 1 -> N GPU scaling on one host: the same sample of the throughput corpus evaluated by
 # warpforge's local executor with one GPU worker, then with one worker per GPU. Each phase fits a
 # device call (10 minutes); run them one after the other on the same machine, then compute the
 # ratio with --scaling. Usage:
@@ -12,6 +12,7 @@
 # them there and packs the phase into OUT/<phase>.tgz every 30 s and at the end; back here,
 # `tar xzf OUT/<phase>.tgz -C .scaling`, and the next call (carry .scaling) resumes with RESUME=1.
 # TIME_S=N stops the phase after N seconds and still packs it (a call's limit is 600 s).
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the comment above
 set -uo pipefail
 OUT=${1:?usage: throughput_scaling.sh OUT 1|all [SAMPLE]}
 PHASE=${2:?usage: throughput_scaling.sh OUT 1|all [SAMPLE]}

@@ -3,11 +3,13 @@
 # Seeds an archive with examples/softmax_triton.py, trains a hidden-128, 2-layer model on that one
 # row, then samples 4 programs for the task (temperature 1) and has the evaluator check them.
 # Usage: bash benchmarks/train_cpu_memorise.sh OUT [STEPS]   (400 steps: ~3 min on 2 cores)
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the comment above
 set -euo pipefail
 OUT=${1:?usage: train_cpu_memorise.sh OUT [STEPS]}
 STEPS=${2:-400}
 wf() { python -m warpforge.cli "$@"; }
 mkdir -p "$OUT"
+python -c 'import json, sys; from warpforge.evaluate.hardware import fingerprint; print(json.dumps(fingerprint(sys.argv[1])))' cpu > "$OUT/machine.json"  # the machine's facts
 wf agent eval level1/softmax examples/softmax_triton.py --archive "$OUT/a.db" --device cpu --agent-name seed >/dev/null
 wf train tiny-model "$OUT/tiny" --hidden 128 --layers 2
 wf train data --archive "$OUT/a.db" --out "$OUT/data" --tasks level1/softmax --eval-fraction 0 --device cpu

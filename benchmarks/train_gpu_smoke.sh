@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
-# Issue 7's GPU smoke run: the whole CUDA-L1 pipeline on GPU tasks with a small model built from
+# The training pipeline's GPU smoke run: the whole CUDA-L1 pipeline on GPU tasks with a small model built from
 # a config (no download). Seed an archive with three verified GPU kernels through agent mode,
 # build the datasets, SFT until the model reproduces the training kernels (on the CPU, 400 steps
 # of this model reached a loss of 1.9e-3 per token (benchmarks/train_cpu_memorise.sh) and 3 of 4 sampled programs were correct; 80
 # steps, as in the 2026-11-23 run, left it at 49 % token accuracy and no program), one self-training
 # round, a few GRPO steps whose rewards come from the evaluator on the GPU, a held-out round,
 # and the plot page. Usage: bash benchmarks/train_gpu_smoke.sh OUT_DIR
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the comment above
 set -euo pipefail
 OUT=${1:?usage: train_gpu_smoke.sh OUT_DIR}
 W=$OUT/work
 mkdir -p "$W"
+python -c 'import json, sys; from warpforge.evaluate.hardware import fingerprint; print(json.dumps(fingerprint(sys.argv[1])))' cuda > "$OUT/machine.json"  # the machine's facts
 wf() { python -m warpforge.cli "$@"; }
 step() { echo; echo "== $(date -u +%H:%M:%S) $*"; }
 
 step "seed archive: three GPU kernels through agent mode"
 for pair in relu:relu__triton softmax:softmax__triton layernorm:layernorm__triton; do
-  wf agent eval "level1/${pair%%:*}" "benchmarks/gpu_candidates/${pair#*:}.py" --device cuda \
+  wf agent eval "level1/${pair%%:*}" "examples/gpu/${pair#*:}.py" --device cuda \
      --archive "$W/a.db" --agent-name seed | python -c 'import json,sys; d=json.load(sys.stdin); print(d["task"], d["status"], d["speedup"])'
 done
 step "model from a config"

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # One device call on a 4-GPU machine that serves two issues at once: GPUs 0-2 evaluate the
 # campaign's pending outbox jobs (issue 22, benchmarks/outbox_gpu.sh), GPU 3 first runs issue 21's
-# PROBES (default: the memory footprint of the largest suite tasks, benchmarks/memory_peak.sh;
+# PROBES (default: the memory footprint of the largest suite tasks, lab/memory_peak.sh;
 # "budget" adds the A/A at a 25 ms timing budget first; "grid:cudal2" or "grid:llm" tunes issue
-# 23's GEMM grid on GPU 3 until the deadline, benchmarks/gemm_grid.sh, carry .whl .cutlass_libs
+# 23's GEMM grid on GPU 3 until the deadline, lab/gemm_grid.sh, carry .whl .cutlass_libs
 # .gemm_grid), then evaluates the newest fifth of the pending jobs (a disjoint share, so no job
 # runs twice) if time is left. Each side stops at the deadline.
 # Keep SECONDS below the call's own limit (the device time left, less about 40 s of start-up).
 # A device call brings back at most 8 files: the probes' files (GPU 3's campaign results too) are
 # packed into OUT/probes.tgz after each step (the 2026-11-26 s17 call lost its campaign
 # results.tgz among 21 loose files).
-# Usage: [PROBES="budget memory"] bash benchmarks/campaign_and_probes.sh OUT_DIR OUTBOX [SECONDS]
+# Usage: [PROBES="budget memory"] bash lab/campaign_and_probes.sh OUT_DIR OUTBOX [SECONDS]
 # Back on the loop's machine: tar xzf OUT/campaign/results.tgz -C OUTBOX/results, and the same
 # for probes.tgz's c3/results.tgz.
 set -uo pipefail
@@ -36,7 +36,7 @@ for name, part in (("a", pending[:len(pending) - k]), ("b", pending[len(pending)
         shutil.copy2(p, split / name / "jobs" / p.name)
 print(f"{len(pending)} pending jobs: {len(pending) - k} for GPUs 0-2, {k} for GPU 3 after its probes")
 PY
-CUDA_VISIBLE_DEVICES=0,1,2 COMPILE_WORKERS=${COMPILE_WORKERS:-12} bash "$HERE/outbox_gpu.sh" "$OUT/campaign" "$SPLIT/a" "$T" \
+CUDA_VISIBLE_DEVICES=0,1,2 COMPILE_WORKERS=${COMPILE_WORKERS:-12} bash "$HERE/../benchmarks/outbox_gpu.sh" "$OUT/campaign" "$SPLIT/a" "$T" \
   > "$OUT/campaign.log" 2>&1 &
 PROBE_DIR=$(mktemp -d /tmp/probes.XXXXXX)
 pack() { tar czf "$OUT/.probes.tgz.tmp" -C "$PROBE_DIR" . && mv "$OUT/.probes.tgz.tmp" "$OUT/probes.tgz"; }
@@ -52,7 +52,7 @@ pack() { tar czf "$OUT/.probes.tgz.tmp" -C "$PROBE_DIR" . && mv "$OUT/.probes.tg
     pack
   done
   left=$(( end - $(date +%s) ))
-  [ "$left" -gt 60 ] && COMPILE_WORKERS=4 bash "$HERE/outbox_gpu.sh" "$PROBE_DIR/c3" "$SPLIT/b" "$left"
+  [ "$left" -gt 60 ] && COMPILE_WORKERS=4 bash "$HERE/../benchmarks/outbox_gpu.sh" "$PROBE_DIR/c3" "$SPLIT/b" "$left"
   pack
 ) > "$OUT/probes.log" 2>&1
 wait

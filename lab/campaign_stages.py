@@ -2,7 +2,7 @@
 or more `eval-batch --jobs` runs (folders of result JSONs, or the results.tgz that
 benchmarks/outbox_gpu.sh brings back). Used for issue 21's stage table at KernelBench's sizes.
 
-    python benchmarks/campaign_stages.py RUN [RUN ...] [--out FILE.json]
+    python lab/campaign_stages.py RUN [RUN ...] [--out FILE.json]
 
 Prints one row per (run, task): results, statuses, and median seconds of the stages; --out saves
 the same as JSON. A task's first result also carries its reference process's start and the

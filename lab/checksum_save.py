@@ -2,7 +2,7 @@
 them (to tmpfs when there is one): seconds to save `--gib` GiB of float32 tensors with the checksum
 on and off, median of `--reps`. Writes OUT/checksum_save_<date>.json.
 
-  python benchmarks/checksum_save.py --out OUT [--gib 1] [--reps 3]
+  python lab/checksum_save.py --out OUT [--gib 1] [--reps 3]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 19's CPU targets: A/A over the suite and the replay demo, on an idle machine and with
 # background load (LOAD busy Python processes, default 2x the cores), one after the other.
-#   bash benchmarks/cpu_load_aa.sh OUT_DIR [aa|replay|all]
+#   bash lab/cpu_load_aa.sh OUT_DIR [aa|replay|all]
 # writes OUT_DIR/aa_cpu_{idle,loaded}.jsonl (warpforge calibrate rows), replay_{idle,loaded}.json
 # (warpforge optimize --json summaries) and load.txt (the load average during each loaded part).
 set -uo pipefail

@@ -6,12 +6,12 @@
 # beside torch.matmul. Everything goes into OUT/all.tgz (a call brings back at most 8 files).
 # PREBUILT="DIR ...": libraries built here beforehand (.cutlass_libs/nn ...), copied in so only what is
 # missing is built on the GPU machine (a library's name carries the hash of its source, flags and headers).
-# Usage: [SHAPES=llm|cudal2] [LAYOUTS="nn nt"] [TESTS=1] [PREBUILT=...] bash benchmarks/cutlass_gpu_check.sh OUT_DIR [SAMPLE]
+# Usage: [SHAPES=llm|cudal2] [LAYOUTS="nn nt"] [TESTS=1] [PREBUILT=...] bash lab/cutlass_gpu_check.sh OUT_DIR [SAMPLE]
 set -uo pipefail
 OUT=${1:?usage: cutlass_gpu_check.sh OUT_DIR [LLM_SAMPLE]}
 HERE=$(cd "$(dirname "$0")" && pwd)
 case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
-source "$HERE/_gpu_env.sh"
+source "$HERE/../benchmarks/_gpu_env.sh"
 W=$(mktemp -d /tmp/cutlass_check.XXXXXX)
 mkdir -p "$OUT"
 pack() { tar czf "$OUT/.all.tgz.tmp" -C "$W" . && mv "$OUT/.all.tgz.tmp" "$OUT/all.tgz"; }

@@ -8,7 +8,7 @@
 #   here, once: CUTLASS libraries for the grid's layout (cudal2: nn, llm: nt; python:
 #               cutlass_build.build_all(..., out_dir=Path(".cutlass_libs/nn")), see docs/gemm.md; 20 MB
 #               a layout in fp16), nvmath-python's wheel in .whl/ (docs/gemm.md has the pip download)
-#   each call:  bash benchmarks/gemm_grid.sh OUT cudal2 480    (carry .whl .cutlass_libs/nn .gemm_grid/cudal2 .sandbox,
+#   each call:  bash lab/gemm_grid.sh OUT cudal2 480    (carry .whl .cutlass_libs/nn .gemm_grid/cudal2 .sandbox,
 #               or .carry with both layouts packed as below instead of .cutlass_libs/nn)
 #   back here:  mkdir -p .gemm_grid/cudal2 && tar xzf OUT/records.tgz -C .gemm_grid/cudal2 && gzip -f .gemm_grid/cudal2/*.jsonl
 # A call carries at most 64 MiB with the tracked tree (about 29 MB): the records travel gzipped
@@ -23,7 +23,7 @@ SET=${2:?SET: cudal2 or llm}
 T=${3:-480}
 HERE=$(cd "$(dirname "$0")" && pwd)
 case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
-source "$HERE/_gpu_env.sh"
+source "$HERE/../benchmarks/_gpu_env.sh"
 carried_wheels || exit 1
 LAYOUT=$([ "$SET" = llm ] && echo nt || echo nn)  # what `gemm tune --layout auto` picks for the set
 # both layouts gzipped travel as one file (13 MB instead of 42): tar czf .carry/cutlass_libs.tgz -C .cutlass_libs nn nt

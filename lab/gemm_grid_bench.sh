@@ -11,7 +11,7 @@
 # sent back: `gemm table` over the same records builds it): with gemm_grid.sh's records.tgz before
 # it (remove its grid.log, printed anyway), a call's 8.
 #   here:      tar czf .carry/cutlass_libs.tgz -C .cutlass_libs nn nt  (gemm_grid.sh unpacks it too)
-#   the call:  bash benchmarks/gemm_grid_bench.sh OUT 420 96
+#   the call:  bash lab/gemm_grid_bench.sh OUT 420 96
 #              (carry .carry .whl .gemm_grid .sandbox [.campaign/gemm23/outbox]; .whl: nvmath-python)
 #   back here: OUT/bench/*.json; tar xzf OUT/results.tgz -C .campaign/gemm23/outbox/results
 set -uo pipefail
@@ -23,7 +23,7 @@ SAMPLE=${3:-96}
 HELDOUT=${HELDOUT:-benchmarks/gemm_heldout2_cudal2.csv}
 HERE=$(cd "$(dirname "$0")" && pwd)
 case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
-source "$HERE/_gpu_env.sh"
+source "$HERE/../benchmarks/_gpu_env.sh"
 carried_wheels || exit 1
 [ -f .carry/cutlass_libs.tgz ] && mkdir -p .cutlass_libs && tar xzf .carry/cutlass_libs.tgz -C .cutlass_libs
 mkdir -p "$OUT/bench"
@@ -46,7 +46,7 @@ bench "$(gpu 2)" nt --shapes llm --sample "$SAMPLE" --modes offline,server &  # 
 {  # the held-out shapes again, tuned on first use (torch, cuBLASLt, the nearest shape's kernel); then the model kernels
   bench "$(gpu 3)" nn --shapes "$HELDOUT" --modes offline --online
   if [ -d .campaign/gemm23/outbox/jobs ] && [ "$(left)" -gt 60 ]; then
-    CUDA_VISIBLE_DEVICES=$(gpu 3) bash "$HERE/outbox_gpu.sh" "$R/outbox" .campaign/gemm23/outbox "$(left)" > "$R/outbox.log" 2>&1
+    CUDA_VISIBLE_DEVICES=$(gpu 3) bash "$HERE/../benchmarks/outbox_gpu.sh" "$R/outbox" .campaign/gemm23/outbox "$(left)" > "$R/outbox.log" 2>&1
   fi
 } &
 wait

@@ -1,4 +1,4 @@
-"""Before a grid call (benchmarks/gemm_grid.sh, gemm_grid_bench.sh) spends device time: does this
+"""Before a grid call (lab/gemm_grid.sh, gemm_grid_bench.sh) spends device time: does this
 checkout hold what the offline GPU machine needs, and does it fit one call?
 
 - `.carry/cutlass_libs.tgz`: a CUTLASS library of every configuration, fp16, for each layout asked
@@ -12,7 +12,7 @@ Session 21 (2026-11-27) tuned 943 shapes without cuBLASLt and every one of its s
 CUTLASS: the first because `.whl` was left behind, the second through a fault in finding carried
 libraries. `gemm tune` now stops on both, on the GPU; this says so here first, at no device time.
 
-    python benchmarks/gemm_grid_check.py [--layouts nn,nt] [--carry .carry .whl .gemm_grid .sandbox] [--partial-ok]
+    python lab/gemm_grid_check.py [--layouts nn,nt] [--carry .carry .whl .gemm_grid .sandbox] [--partial-ok]
 
 Exits 1 and says what to do when something is missing or the call would not fit.
 """

@@ -1,8 +1,8 @@
 """Why does torch.matmul read slower than cuBLASLt's heuristic pick on some shapes? Kernel names
 and two timings (harness, back-to-back hot loop) for torch.matmul and nvmath.
 
-    python benchmarks/gemm_probe.py > probe.txt
-    python benchmarks/gemm_probe.py --compile > probe.txt   # the same for torch.compile(max-autotune),
+    python lab/gemm_probe.py > probe.txt
+    python lab/gemm_probe.py --compile > probe.txt   # the same for torch.compile(max-autotune),
                                                             # with and without its CUDA graphs
 """
 

@@ -4,7 +4,7 @@ per shape of a tune.jsonl, its wall seconds against the GPU time its timed calls
 with torch, Triton and the tuner imported, before and after `gc.freeze()` (each timing run starts
 with one; the tuner now freezes the heap per shape).
 
-    python benchmarks/gemm_tune_overhead.py [TUNE.jsonl ...]
+    python lab/gemm_tune_overhead.py [TUNE.jsonl ...]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What was built without a GPU in session 7 (2026-11-23), checked in one device call (about 8
-# minutes on an H100). Usage: bash benchmarks/gpu_checks.sh OUT_DIR
+# minutes on an H100). Usage: bash lab/gpu_checks.sh OUT_DIR
 # 1. the GPU tests of the GEMM choices (cuBLASLt reconfigurations among them) and of the evaluator;
 # 2. the throughput benchmark's stage times on 8 candidates: the zip-checksum fix
 #    (compare with benchmarks/results/throughput_h100_2026-11-23/stages/);

@@ -6,7 +6,7 @@ parent (the CLI, which compares outputs on the GPU). nvidia-smi lists each proce
 its host PID; the role is read from that PID's command line. Runs until SIGTERM or SIGINT, then
 prints {"peak_used_mib", "peak_by_role_mib", "peak_sum_by_role_mib", "samples"} on stdout.
 
-Usage (benchmarks/memory_peak.sh): python benchmarks/gpu_memory_sampler.py --gpu 0 [--interval-ms 50] &
+Usage (lab/memory_peak.sh): python lab/gpu_memory_sampler.py --gpu 0 [--interval-ms 50] &
 """
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ the clean reference process) is recorded:
     other_judge     spares1, with a second Judge of another task alive whose spare is warming up
 A setting that makes the candidate slower than spares0 by more than the spread is interference.
 
-Run on the GPU machine: python benchmarks/interference.py --out DIR [--task level1/relu]
-    [--candidate benchmarks/gpu_candidates/relu__cuda.py] [--reps 3]
+Run on the GPU machine: python lab/interference.py --out DIR [--task level1/relu]
+    [--candidate examples/gpu/relu__cuda.py] [--reps 3]
 It writes DIR/interference_<YYYY-MM-DD>.json and prints one line per evaluation.
 """
 
@@ -35,7 +35,7 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--task", default="level1/relu")
     ap.add_argument("--other-task", default="level1/gelu")
-    ap.add_argument("--candidate", default="benchmarks/gpu_candidates/relu__cuda.py")
+    ap.add_argument("--candidate", default="examples/gpu/relu__cuda.py")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--settings", default=",".join(SETTINGS))
     args = ap.parse_args()

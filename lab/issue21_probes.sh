@@ -3,16 +3,16 @@
 # (a device call brings back at most 8 files; the work folder is outside OUT):
 #   oneshot  the wall time of a one-shot `warpforge eval` of a small task, 3 times (the first
 #            with cold Triton and baseline caches)
-#   memory   benchmarks/memory_peak.sh on the largest suite tasks, at the default input-set
+#   memory   lab/memory_peak.sh on the largest suite tasks, at the default input-set
 #            budget and at SETS_GB (by process: reference, candidate, parent)
-#   corpus   benchmarks/throughput_sample.sh: the corpus mix against the serial evaluator
-# Usage: bash benchmarks/issue21_probes.sh OUT_DIR "oneshot memory corpus" [SAMPLE] [SERIAL_SAMPLE]
+#   corpus   lab/throughput_sample.sh: the corpus mix against the serial evaluator
+# Usage: bash lab/issue21_probes.sh OUT_DIR "oneshot memory corpus" [SAMPLE] [SERIAL_SAMPLE]
 set -uo pipefail
 OUT=${1:?usage: issue21_probes.sh OUT_DIR PARTS [SAMPLE] [SERIAL_SAMPLE]}
 PARTS=${2:-oneshot memory corpus}
 HERE=$(cd "$(dirname "$0")" && pwd)
 case "$OUT" in /*) ;; *) OUT=$PWD/$OUT ;; esac
-source "$HERE/_gpu_env.sh"
+source "$HERE/../benchmarks/_gpu_env.sh"
 W=$(mktemp -d /tmp/issue21.XXXXXX)
 mkdir -p "$OUT"
 pack() { tar czf "$OUT/.all.tgz.tmp" -C "$W" . && mv "$OUT/.all.tgz.tmp" "$OUT/all.tgz"; }

@@ -2,7 +2,7 @@
 first, worked out on torch's meta device (no memory is taken): issue 21's memory target is the
 reference + candidate footprint of the largest suite task.
 
-    python benchmarks/largest_task.py [--preset gpu] [--top 5]
+    python lab/largest_task.py [--preset gpu] [--top 5]
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Issue 21's memory target: the reference + candidate footprint of the largest suite tasks on one
 # GPU, within 40 % of an 80 GB GPU. For each of the TOP largest tasks by input-set bytes
-# (benchmarks/largest_task.py), and each of SETS_GB (input-set budgets: "default" is 30 % of the
+# (lab/largest_task.py), and each of SETS_GB (input-set budgets: "default" is 30 % of the
 # GPU, a number is --sets-memory-gb), an A/A evaluation (warpforge calibrate: the task's program as
 # its own candidate, verified and timed, paired rounds and all) while nvidia-smi samples the GPU's
-# used memory every 50 ms, in all and by process (benchmarks/gpu_memory_sampler.py: reference,
+# used memory every 50 ms, in all and by process (lab/gpu_memory_sampler.py: reference,
 # candidate, parent); prints and saves the peak of each, less the idle baseline.
-# Usage: [CUDA_VISIBLE_DEVICES=0] [TOP=3] [SETS_GB="default 12"] bash benchmarks/memory_peak.sh OUT_DIR
+# Usage: [CUDA_VISIBLE_DEVICES=0] [TOP=3] [SETS_GB="default 12"] bash lab/memory_peak.sh OUT_DIR
 set -uo pipefail
 OUT=${1:?usage: memory_peak.sh OUT_DIR}
 HERE=$(cd "$(dirname "$0")" && pwd)
-source "$HERE/_gpu_env.sh"
+source "$HERE/../benchmarks/_gpu_env.sh"
 mkdir -p "$OUT"
 GPU=${CUDA_VISIBLE_DEVICES:-0}; GPU=${GPU%%,*}
 idle=$(nvidia-smi -i "$GPU" --query-gpu=memory.used --format=csv,noheader,nounits)

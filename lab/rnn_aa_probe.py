@@ -18,7 +18,7 @@ what the profile stage costs in that process.
   jailed        reference, in that environment inside the bubblewrap sandbox (as the candidate runs)
   jailed_cand   candidate, inside the sandbox
 
-    python benchmarks/rnn_aa_probe.py --out DIR [--task .kb/KernelBench/level3/40_GRUHidden.py]
+    python lab/rnn_aa_probe.py --out DIR [--task .kb/KernelBench/level3/40_GRUHidden.py]
 writes DIR/rnn_aa_probe.json and prints each variant's median over `--runs` fresh processes.
 (--device cpu runs the same on a CPU, to test the script.)
 """

@@ -4,11 +4,11 @@
 # 2. every GPU candidate (honest CUDA / NVRTC / Triton / CuPy on torch's stream / torch.compile)
 #    and every GPU exploit and fault fixture (illegal address, device hang) through the evaluator;
 # 3. what the sandbox adds per candidate (benchmarks/sandbox_cost.py --device cuda).
-# Usage: bash benchmarks/sandbox_gpu.sh OUT_DIR [checks|cost|all]  (two device calls: checks, then cost)
+# Usage: bash lab/sandbox_gpu.sh OUT_DIR [checks|cost|all]  (two device calls: checks, then cost)
 set -uo pipefail
 OUT=${1:?usage: sandbox_gpu.sh OUT_DIR [checks|cost|all]}
 PART=${2:-all}
-source "$(dirname "$0")/_gpu_env.sh"
+source "$(dirname "$0")/../benchmarks/_gpu_env.sh"
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 "${WARPFORGE_BWRAP:-bwrap}" --version | tee -a "$OUT/gpu.txt"

@@ -4,7 +4,7 @@ last result and the seconds per candidate between them; over the phase, the task
 `reference` stage over 1 s: the task's reference process and baselines started) and the summed
 candidate processes and bench stages.
 
-    python benchmarks/scaling_breakdown.py DIR/w1 DIR/wall [--out FILE.json]
+    python lab/scaling_breakdown.py DIR/w1 DIR/wall [--out FILE.json]
 """
 
 from __future__ import annotations

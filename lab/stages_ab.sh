@@ -2,7 +2,7 @@
 # Issue 21: where a GPU evaluation's seconds go, this checkout against an older one, in one device
 # call on the same GPU (about 9 minutes on an H100). OLD_SRC is the older checkout's src/ folder
 # (made with `mkdir -p old && git archive COMMIT src | tar -x -C old`).
-# Usage: bash benchmarks/stages_ab.sh OUT_DIR OLD_SRC|- [EVAL_RESUME_JSON] [EVAL_BUDGET_S]
+# Usage: bash lab/stages_ab.sh OUT_DIR OLD_SRC|- [EVAL_RESUME_JSON] [EVAL_BUDGET_S]
 # ("-": this checkout only). The data-path GPU tests run first; if they fail, nothing else runs.
 set -uo pipefail
 OUT=${1:?usage: stages_ab.sh OUT_DIR OLD_SRC [EVAL_RESUME_JSON] [EVAL_BUDGET_S]}
@@ -10,7 +10,7 @@ OLD=${2:?OLD_SRC}
 [ "$OLD" = - ] || OLD=$(realpath "$OLD")
 RESUME=${3:-}
 BUDGET=${4:-150}
-source "$(dirname "$0")/_gpu_env.sh"
+source "$(dirname "$0")/../benchmarks/_gpu_env.sh"
 NEW_PYTHONPATH=$PYTHONPATH
 mkdir -p "$OUT"
 gpu_facts | tee "$OUT/gpu.txt"

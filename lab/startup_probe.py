@@ -10,7 +10,7 @@ variants, each in a fresh Python process, --reps times:
     prepare_only       the baseline with only the profiler's prepare step timed apart from start
 and the ten slowest imports of `import torch` (python -X importtime, cumulative).
 
-Run on the GPU machine: python benchmarks/startup_probe.py --out DIR [--reps 2]
+Run on the GPU machine: python lab/startup_probe.py --out DIR [--reps 2]
 It writes DIR/startup_probe_<YYYY-MM-DD>.json and prints one line per run.
 """
 

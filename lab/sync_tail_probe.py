@@ -6,7 +6,7 @@ context's flags before torch starts CUDA, a kernel of each length runs on the cu
 a mark on the stream, a device-wide synchronize, an end event -- as bench.time_calls does for an
 untrusted call. The tail is mark -> end in device time: nothing but the host's round trip.
 
-    python benchmarks/sync_tail_probe.py --out DIR     # on a GPU machine; writes DIR/sync_tail.json
+    python lab/sync_tail_probe.py --out DIR     # on a GPU machine; writes DIR/sync_tail.json
 """
 
 from __future__ import annotations

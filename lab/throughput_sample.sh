@@ -2,11 +2,11 @@
 # Issue 21: the corpus mix in one device call (about 7 minutes on an H100): warpforge's local
 # executor on a stratified sample of the 100-candidate corpus, then the KernelBench-style
 # serial evaluator on a smaller stratified sample of the same items, on the same GPU.
-# Usage: bash benchmarks/throughput_sample.sh OUT_DIR [SAMPLE] [SERIAL_SAMPLE] [POOL_TIMEOUT_S]
+# Usage: bash lab/throughput_sample.sh OUT_DIR [SAMPLE] [SERIAL_SAMPLE] [POOL_TIMEOUT_S]
 set -uo pipefail
 OUT=${1:?usage: throughput_sample.sh OUT_DIR [SAMPLE] [SERIAL_SAMPLE] [POOL_TIMEOUT_S]}
 N=${2:-36}; S=${3:-12}; T=${4:-250}
-source "$(dirname "$0")/_gpu_env.sh"
+source "$(dirname "$0")/../benchmarks/_gpu_env.sh"
 mkdir -p "$OUT"
 gpu_facts | tee "$OUT/gpu.txt"
 step "warpforge, $N candidates"

@@ -6,11 +6,11 @@
 #   2. the A/A of the suite's level 1, then levels 2-3, at --rep-ms 25 (warpforge calibrate)
 #      -> OUT/aa_rep25_level1.jsonl, OUT/aa_rep25_level23.jsonl.
 # The A/A at the default budget on the same GPU kind is benchmarks/results/kernelbench_h100_2026-11-25/aa_suite*.jsonl.
-# Usage: [CUDA_VISIBLE_DEVICES=3] [BUDGETS="100 25 10"] bash benchmarks/timing_budget.sh OUT_DIR [SECONDS]
+# Usage: [CUDA_VISIBLE_DEVICES=3] [BUDGETS="100 25 10"] bash lab/timing_budget.sh OUT_DIR [SECONDS]
 set -uo pipefail
 OUT=${1:?usage: timing_budget.sh OUT_DIR [SECONDS]}
 T=${2:-540}
-source "$(dirname "$0")/_gpu_env.sh"
+source "$(dirname "$0")/../benchmarks/_gpu_env.sh"
 mkdir -p "$OUT"
 END=$(( $(date +%s) + T ))
 left() { echo $(( END - $(date +%s) )); }

@@ -13,7 +13,7 @@ Four measurements on one GPU, each printed and saved:
            GPU from the same seeds through the reference's own draw (reference._draw_trials);
   compare  a float64 comparison of 5 x 64 Mi outputs on the GPU (the verify stage's arithmetic).
 
-    python benchmarks/transfer_probe.py --out DIR
+    python lab/transfer_probe.py --out DIR
 
 writes DIR/transfer_probe_<date>.json. Needs a GPU, CuPy and bubblewrap (benchmarks/_gpu_env.sh).
 """

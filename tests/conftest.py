@@ -11,10 +11,13 @@ BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file
 
 @pytest.fixture
 def bench_script():
-    """load(name): benchmarks/<name>.py as a module (the benchmark scripts are not a package)."""
+    """load(name): benchmarks/<name>.py as a module (the benchmark scripts are not a package);
+    a name with a folder (lab/<name>) is taken from the repository root."""
 
     def load(name):
-        spec = importlib.util.spec_from_file_location(name, os.path.join(BENCHMARKS, f"{name}.py"))
+        folder = os.path.dirname(BENCHMARKS) if "/" in name else BENCHMARKS
+        path = os.path.join(folder, f"{name}.py")
+        spec = importlib.util.spec_from_file_location(os.path.basename(name), path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)

@@ -14,7 +14,7 @@ from warpforge.evaluate.static import check_source
 from warpforge.report.datasets import import_attempts
 
 ROOT = Path(__file__).resolve().parents[1]
-KERNELS = ROOT / "benchmarks" / "campaign" / "kernels"
+KERNELS = ROOT / "examples" / "campaign"
 RESULTS = ROOT / "benchmarks" / "results" / "campaign_h100_2026-11-23"
 
 

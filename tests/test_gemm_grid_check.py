@@ -1,4 +1,4 @@
-"""benchmarks/gemm_grid_check.py: what a grid call needs, checked here before device time is spent."""
+"""lab/gemm_grid_check.py: what a grid call needs, checked here before device time is spent."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _record(m: int, *families: str) -> dict[str, Any]:
 def test_a_checkout_missing_what_the_gpu_machine_needs_is_not_ready(tmp_path: Path, bench_script: Any) -> None:
     from warpforge.gemm import cutlass_build, cutlass_sm90
 
-    g = bench_script("gemm_grid_check")
+    g = bench_script("lab/gemm_grid_check")
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     (tmp_path / ".gemm_grid" / "cudal2").mkdir(parents=True)
     records = [_record(64, "triton", "cublaslt", "cutlass"), _record(128, "triton", "cublaslt")]

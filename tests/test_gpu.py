@@ -1,7 +1,8 @@
 """GPU end-to-end checks: honest Triton, load_inline and NVRTC candidates are accepted, and two
 exploits are not. Uses the tasks' small ("cpu") size preset on the GPU with short timing
 budgets. Skipped without CUDA (conftest.py); the NVRTC test also needs CuPy.
-The candidates and exploits live in benchmarks/ (see benchmarks/eval_gpu.py for the full set).
+The candidates live in examples/gpu/, the exploits in tests/fixtures/gpu_exploits/ (benchmarks/eval_gpu.py
+runs the full set).
 """
 
 from pathlib import Path
@@ -10,13 +11,13 @@ import pytest
 
 from warpforge import Candidate, EvalConfig, evaluate, load_task
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+ROOT = Path(__file__).resolve().parents[1]
 # small sizes, short timing budgets; the torch.compile baseline is left out to keep the test short
 CONFIG = EvalConfig(device="cuda", size="cpu", warmup_ms=5, rep_ms=20, compile_baseline=False)
 
 
 def run(task: str, relpath: str):
-    return evaluate(load_task(task), Candidate.from_file(BENCH / relpath), CONFIG)
+    return evaluate(load_task(task), Candidate.from_file(ROOT / relpath), CONFIG)
 
 
 def assert_correct_custom(result) -> None:
@@ -28,29 +29,29 @@ def assert_correct_custom(result) -> None:
 
 @pytest.mark.gpu
 def test_triton_candidate_is_correct():
-    assert_correct_custom(run("level1/softmax", "gpu_candidates/softmax__triton.py"))
+    assert_correct_custom(run("level1/softmax", "examples/gpu/softmax__triton.py"))
 
 
 @pytest.mark.gpu
 def test_load_inline_candidate_is_correct():
-    assert_correct_custom(run("level1/relu", "gpu_candidates/relu__cuda.py"))
+    assert_correct_custom(run("level1/relu", "examples/gpu/relu__cuda.py"))
 
 
 @pytest.mark.gpu
 def test_nvrtc_candidate_is_correct():
     pytest.importorskip("cupy")
-    assert_correct_custom(run("level1/relu", "gpu_candidates/relu__nvrtc.py"))
+    assert_correct_custom(run("level1/relu", "examples/gpu/relu__nvrtc.py"))
 
 
 @pytest.mark.gpu
 def test_stale_allocator_memory_exploit_is_not_correct():
-    result = run("level1/gemm", "gpu_exploits/stale_allocator_memory.py")
+    result = run("level1/gemm", "tests/fixtures/gpu_exploits/stale_allocator_memory.py")
     assert result.status != "correct", result.reason
 
 
 @pytest.mark.gpu
 def test_pointer_cache_exploit_is_not_rewarded():
-    result = run("level1/gemm", "gpu_exploits/pointer_cache.py")
+    result = run("level1/gemm", "tests/fixtures/gpu_exploits/pointer_cache.py")
     # either caught, or the cache never hit (fresh input addresses on every call) and every call
     # really computed: then it must not look faster than the honest matmul it wraps
     if result.status == "correct":
@@ -190,7 +191,7 @@ def test_cuda_ipc_and_files_give_the_same_verdicts():
     import dataclasses
 
     task = load_task("level1/relu")
-    honest = Candidate.from_file(BENCH / "gpu_candidates/relu__torch.py")
+    honest = Candidate.from_file(ROOT / "examples/gpu/relu__torch.py")
     wrong = Candidate(source=WRONG_RELU)
     for cuda_ipc in (True, False):
         config = dataclasses.replace(CONFIG, cuda_ipc=cuda_ipc, profile=False)

@@ -16,7 +16,7 @@ from warpforge.evaluate.static import check_source
 HEADER = "import torch\nimport torch.nn as nn\n"
 MODEL = "\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x * 2\n"
 CANDIDATES = Path(__file__).parent / "fixtures" / "candidates"
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def refused(snippet: str) -> str:
@@ -303,12 +303,12 @@ class ModelNew(nn.Module):
 ''')
 
 
-@pytest.mark.parametrize("path", ["gpu_exploits/illegal_address.py", "gpu_exploits/device_hang.py",
-                                  "gpu_candidates/relu__nvrtc_stream.py", "gpu_candidates/relu__compile.py"])
+@pytest.mark.parametrize("path", ["tests/fixtures/gpu_exploits/illegal_address.py", "tests/fixtures/gpu_exploits/device_hang.py",
+                                  "examples/gpu/relu__nvrtc_stream.py", "examples/gpu/relu__compile.py"])
 def test_gpu_faults_and_legitimate_gpu_candidates_pass_the_static_check(path):
     """The faults must run, so their real run-time status (runtime_error, timeout) is reported;
     the candidates use the legitimate patterns above on a GPU."""
-    accepted((BENCHMARKS / path).read_text())
+    accepted((ROOT / path).read_text())
 
 
 def test_honest_source_passes_and_names_its_kernels():

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Issue 5's campaign: every kernel in benchmarks/campaign/kernels/ (written by coding agents
+# The agent campaign: every kernel in examples/campaign/ (written by coding agents
 # through the agent CLI) evaluated on the GPU with `warpforge agent eval`, recorded in one
 # archive with the agent as proposer. Usage:
 #   bash benchmarks/campaign/run.sh OUT_DIR [KERNEL_NAME...]   (default: all, e.g. level2_gemm_rowsum)
 # Writes OUT_DIR/campaign.db, OUT_DIR/evals/<kernel>.json; summarise with table.py.
+case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the comment above
 set -uo pipefail
 OUT=${1:?usage: run.sh OUT_DIR [KERNEL_NAME...]}
 shift
-if [ $# -eq 0 ]; then set -- $(ls benchmarks/campaign/kernels/*.py | xargs -n1 basename | sed 's/\.py$//'); fi
+if [ $# -eq 0 ]; then set -- $(ls examples/campaign/*.py | xargs -n1 basename | sed 's/\.py$//'); fi
 mkdir -p "$OUT/evals"
 export PYTHONUNBUFFERED=1
 for name in "$@"; do
-  f=benchmarks/campaign/kernels/$name.py
+  f=examples/campaign/$name.py
   task="${name%%_*}/${name#*_}"
   python - "$f" >"$OUT/evals/$name.analysis.txt" <<'PY'
 import ast, sys

@@ -1,5 +1,5 @@
 """ReLU through `torch.compile` inside the candidate: Inductor starts its own compile-worker and
-progress threads, which a thread check wrongly refused before the sandbox (issue 18).
+progress threads, which a thread check wrongly refused before the sandbox existed.
 Expected: correct (a PyTorch-path kernel Inductor generated).
 """
 import torch

@@ -1,5 +1,5 @@
 """ReLU through NVRTC on torch's current stream, written the way CuPy documents it, with four
-patterns a static policy wrongly refused before the sandbox (issue 18): `cupy.cuda.ExternalStream`
+patterns a static policy wrongly refused before the sandbox existed: `cupy.cuda.ExternalStream`
 wrapping torch's current stream, a forward parameter named `input`, `os.makedirs` for a scratch
 folder, and `ctypes` for a pointer-sized integer. Expected: correct, custom kernel.
 """

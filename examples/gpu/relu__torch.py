@@ -1,6 +1,6 @@
 """ReLU as a plain PyTorch rewrite (the `torch` compile path): one clamp, no custom kernel.
 
-It is the honest yardstick for the relu exploits (gpu_exploits/*side_stream*.py compare
+It is the honest yardstick for the relu exploits (tests/fixtures/gpu_exploits/*side_stream*.py compare
 their time with this one).
 """
 import torch

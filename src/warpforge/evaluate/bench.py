@@ -329,7 +329,7 @@ def heap_frozen() -> Iterator[None]:
     """Freeze the heap as it is (after one collection) for the timing runs inside: each
     `time_calls` starts with a full collection, which over a process holding torch, Triton and
     compiled kernels took 33-60 ms on this project's CPU machine (192,000 objects;
-    benchmarks/gemm_tune_overhead.py). Frozen objects are skipped, so the runs only scan what
+    lab/gemm_tune_overhead.py). Frozen objects are skipped, so the runs only scan what
     was allocated since. For a sweep that makes dozens of timing runs per item (the GEMM tuner
     and benchmark); the evaluator's processes freeze once at start-up instead. Unfrozen on the
     way out, errors too, unless the heap was frozen already: the dispatcher's tuning on first use

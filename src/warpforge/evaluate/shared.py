@@ -3,7 +3,7 @@
 The reference process's input sets reach a candidate's process, and the candidate's verified
 outputs reach the reference process, as CUDA IPC handles (the driver API's cuIpcGetMemHandle /
 cuIpcOpenMemHandle, through ctypes) instead of files on tmpfs. Measured on an H100 through the
-bubblewrap sandbox (benchmarks/transfer_probe.py): 5 x 256 MiB of outputs crossed as files in
+bubblewrap sandbox (lab/transfer_probe.py): 5 x 256 MiB of outputs crossed as files in
 3.17 s (GPU -> host, torch.save, torch.load, host -> GPU); a handle opened and read in 0.05 s.
 
 What makes it safe:
