@@ -131,7 +131,7 @@ def test_the_gemm_dispatcher_does_not_depend_on_the_tuner() -> None:
 
 def test_every_exception_warpforge_raises_is_in_the_one_tree() -> None:
     """errors.py holds the tree: an exception class of warpforge's own derives from WarpforgeError
-    (the one allowed exception: llm.TransientError, one failed try that never leaves LLMClient)."""
+    (the one allowed exception: transport.TransientError, one failed try that never leaves LLMClient)."""
     import inspect
 
     from warpforge import errors
@@ -142,7 +142,7 @@ def test_every_exception_warpforge_raises_is_in_the_one_tree() -> None:
             if isinstance(node, ast.ClassDef) and any(getattr(b, "id", "") in ("Exception", "BaseException")
                                                       for b in node.bases):
                 loose.append(f"{name}.{node.name}")
-    assert loose == ["warpforge.errors.WarpforgeError", "warpforge.propose.llm.TransientError"]
+    assert loose == ["warpforge.errors.WarpforgeError", "warpforge.propose.transport.TransientError"]
     tree = {n: c for n, c in vars(errors).items() if inspect.isclass(c) and issubclass(c, Exception)}
     assert {"WorkerLost", "LLMError", "Rejected", "ConfigError", "TaskError", "HarnessError"} <= tree.keys()
     assert issubclass(errors.ConfigError, errors.UsageError) and issubclass(errors.WorkerLost, errors.HarnessError)

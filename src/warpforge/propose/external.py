@@ -36,14 +36,11 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from warpforge.errors import ConfigError, LLMError
 from warpforge.propose.replay import estimate_tokens
+from warpforge.propose.transport import ModelSpec, Reply, TransientError
 from warpforge.untrusted import RefusedFile, read_regular, write_atomically
-
-if TYPE_CHECKING:
-    from warpforge.propose.llm import ModelSpec, Reply
 
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 POLL_S = 0.2
@@ -117,8 +114,6 @@ class CommandTransport:
                               "its full path")
 
     def chat(self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float) -> Reply:
-        from warpforge.propose.llm import Reply, TransientError
-
         prompt = render_prompt(messages)
         env = {**os.environ, "WARPFORGE_MAX_TOKENS": str(max_tokens), "WARPFORGE_TEMPERATURE": str(temperature)}
         # its own process group, so a time-out stops the agent the shell started, not only the shell
@@ -159,8 +154,6 @@ class InboxTransport:
             raise ConfigError(f"--llm {self.spec.name}: cannot write the inbox folder ({exc.strerror or exc})") from None
 
     def chat(self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float) -> Reply:
-        from warpforge.propose.llm import Reply, TransientError
-
         self.ping()
         prompt = render_prompt(messages)
         key = hashlib.sha256(prompt.encode()).hexdigest()[:12]

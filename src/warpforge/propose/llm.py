@@ -4,13 +4,14 @@
 a UCB1 bandit on how often a model's proposals improved the best kernel), retries what is worth
 retrying (429, 5xx, timeouts, lost connections) with exponential backoff and jitter, keeps at
 most `concurrency` requests in flight, and counts tokens and cost per model. All I/O goes
-through a `Transport`, one small class per provider (`openai` for every OpenAI-compatible
-endpoint, `anthropic`, `replay` for recorded replies, and in external.py `cmd` for a command per
-request and `inbox` for request and reply files); the SDK clients are made with
-max_retries=0 so the retry policy is ours and tested. It builds no prompts and parses no replies.
+through a `Transport` (transport.py), one small class per provider (`openai` for every
+OpenAI-compatible endpoint, `anthropic`, `replay` for recorded replies, and in external.py `cmd`
+for a command per request and `inbox` for request and reply files); the SDK clients are made
+with max_retries=0 so the retry policy is ours and tested. It builds no prompts and parses no
+replies.
 
     LLMError(WarpforgeError)    a request failed for good (after retries, or a refusal such as HTTP 400)
-    TransientError(Exception)   raised by a transport for one failed try; never leaves LLMClient
+    TransientError(Exception)   raised by a transport for one failed try (transport.py); never leaves LLMClient
 """
 
 from __future__ import annotations
@@ -23,18 +24,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 from warpforge.errors import ConfigError, LLMError
+from warpforge.propose.external import CommandTransport, InboxTransport
 from warpforge.propose.replay import RecordedReplies, estimate_tokens, last_user_text
-
-PROVIDERS = ("openai", "anthropic", "replay", "cmd", "inbox")
-LOCAL_PROVIDERS = ("cmd", "inbox")
-"""Reached through a program or files on this machine (external.py): no endpoint, no price table."""
-
-_SPEC_FORMS = ("--llm takes PROVIDER:MODEL or PROVIDER:MODEL@WEIGHT with PROVIDER one of openai, anthropic, "
-               "replay, cmd, inbox and WEIGHT a positive number (e.g. openai:gpt-4o@2, replay:replies.jsonl, "
-               "'cmd:claude -p', inbox:DIR; cmd(NAME):COMMAND records NAME as the model)")
+from warpforge.propose.transport import (LOCAL_PROVIDERS, PROVIDERS, SPEC_FORMS, ModelSpec, Reply, TransientError,
+                                         Transport)
 
 # USD per million tokens (prompt, completion): standard rates, no batch or cache discounts.
 # Sources: platform.openai.com/docs/pricing and docs.anthropic.com/en/docs/about-claude/pricing
@@ -59,48 +55,6 @@ _PING_TIMEOUT_S = 10.0
 _MAX_BACKOFF_S = 60.0
 
 
-class TransientError(Exception):
-    """One try failed in a way worth retrying (429, 5xx, timeout, lost connection)."""
-
-    def __init__(self, reason: str, retry_after_s: float | None = None) -> None:
-        super().__init__(reason)
-        self.retry_after_s = retry_after_s
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    provider: str
-    """openai (any OpenAI-compatible endpoint: hosted, vLLM, SGLang, Ollama, llama.cpp server) | anthropic | replay
-    | cmd (a command per request) | inbox (request and reply files)."""
-    model: str
-    """The model name; for replay, the path of a JSONL file of recorded replies; for cmd, the
-    command; for inbox, the folder."""
-    base_url: str | None = None
-    """None: the provider's hosted API (or OPENAI_BASE_URL / ANTHROPIC_BASE_URL when set)."""
-    weight: float = 1.0
-    price_in_per_mtok: float = 0.0
-    """USD per million prompt tokens."""
-    price_out_per_mtok: float = 0.0
-    """USD per million completion tokens."""
-    label: str = ""
-    """The name recorded for this model (cmd(NAME):COMMAND); "" for PROVIDER:MODEL."""
-
-    def __post_init__(self) -> None:
-        if self.provider not in PROVIDERS or not self.model:
-            raise ConfigError(f"{self.provider}:{self.model} is not a model: {_SPEC_FORMS}")
-        if not (math.isfinite(self.weight) and self.weight > 0):
-            raise ConfigError(f"{self.name} has weight {self.weight}: give a positive number after @")
-        if min(self.price_in_per_mtok, self.price_out_per_mtok) < 0:
-            raise ConfigError(f"{self.name} has a negative price: prices are USD per million tokens, 0 or more")
-
-    @property
-    def name(self) -> str:
-        return self.label or f"{self.provider}:{self.model}"
-
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.price_in_per_mtok + completion_tokens * self.price_out_per_mtok) / 1e6
-
-
 def default_prices(model: str) -> tuple[float, float]:
     """(prompt, completion) USD per million tokens from `PRICES`; (0, 0) for a model not listed."""
     return PRICES.get(_SNAPSHOT_SUFFIX.sub("", model), (0.0, 0.0))
@@ -112,7 +66,7 @@ def parse_model_specs(specs: Sequence[str], base_url: str | None = None,
     anthropic spec (a local server is free: the price table is used only without it); `prices`
     maps "PROVIDER:MODEL" or "MODEL" to (prompt, completion) USD per million tokens."""
     if not specs:
-        raise ConfigError(f"no model given: {_SPEC_FORMS}")
+        raise ConfigError(f"no model given: {SPEC_FORMS}")
     parsed = []
     for text in specs:
         provider, colon, rest = text.strip().partition(":")
@@ -122,10 +76,10 @@ def parse_model_specs(specs: Sequence[str], base_url: str | None = None,
             weight = float(weight_text) if at else 1.0
         except ValueError:
             if provider not in LOCAL_PROVIDERS:  # a command or a folder may hold an @ of its own
-                raise ConfigError(f"{text!r} is not a model: {_SPEC_FORMS}") from None
+                raise ConfigError(f"{text!r} is not a model: {SPEC_FORMS}") from None
             model, weight = rest, 1.0
         if not colon or provider not in PROVIDERS or not model.strip():
-            raise ConfigError(f"{text!r} is not a model: {_SPEC_FORMS}")
+            raise ConfigError(f"{text!r} is not a model: {SPEC_FORMS}")
         model = model.strip()
         url = base_url if provider in ("openai", "anthropic") else None
         price = (prices or {}).get(label or f"{provider}:{model}") or (prices or {}).get(model)
@@ -184,26 +138,6 @@ class ModelUsage:
     """... of which improved on the best candidate."""
 
 
-@dataclass(frozen=True)
-class Reply:
-    """What a transport returns for one successful request."""
-
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-    finish_reason: str
-
-
-class Transport(Protocol):
-    """The I/O seam: one per model. `chat` raises TransientError (retry) or LLMError (give up)."""
-
-    def chat(self, messages: list[dict[str, str]], *, max_tokens: int, temperature: float) -> Reply: ...
-
-    def ping(self) -> None:
-        """One cheap request; ConfigError saying what to fix when the endpoint cannot be used."""
-        ...
-
-
 TransportFactory = Callable[[ModelSpec, float], Transport]
 
 
@@ -221,7 +155,7 @@ class LLMClient:
                  concurrency: int = 4, selection: str = "weight", seed: int = 0, backoff_s: float = 1.0,
                  transport: TransportFactory | None = None) -> None:
         if not specs:
-            raise ConfigError(f"no model given: {_SPEC_FORMS}")
+            raise ConfigError(f"no model given: {SPEC_FORMS}")
         if selection not in ("weight", "bandit"):
             raise ConfigError(f"model selection {selection!r} is unknown: use weight or bandit")
         if timeout_s <= 0 or max_retries < 0 or concurrency < 1 or backoff_s < 0:
@@ -370,8 +304,6 @@ def make_transport(spec: ModelSpec, timeout_s: float) -> Transport:
     if spec.provider == "anthropic":
         return AnthropicTransport(spec, timeout_s)
     if spec.provider in LOCAL_PROVIDERS:
-        from warpforge.propose.external import CommandTransport, InboxTransport
-
         return CommandTransport(spec, timeout_s) if spec.provider == "cmd" else InboxTransport(spec, timeout_s)
     return ReplayTransport(spec, timeout_s)
 
