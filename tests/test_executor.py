@@ -215,7 +215,7 @@ def test_worker_keeps_a_judge_per_recent_task_so_interleaved_jobs_reuse_them() -
     from warpforge.executor import EvalWorker
 
     def warm(worker: EvalWorker) -> list[str]:  # the tasks whose Judges its evaluator keeps, least recent first
-        return [name for name, _ in worker.evaluator._judges]
+        return [name for name, _, _ in worker.evaluator._judges]
 
     a, b = load_task(PAIRS[0][0]), load_task(PAIRS[3][0])
     worker = EvalWorker(CONFIG.to_dict(), judges=2)
@@ -521,7 +521,7 @@ def test_a_judge_is_recycled_after_its_evaluations_and_the_count_starts_again_wi
         assert local.evaluate(task, candidate).correct and not local._judges  # recycled after two
         assert local.evaluate(task, candidate).correct
         second = local.judge(task)
-        assert second is not first and local._uses == {(task.name, task.source_hash): 1}
+        assert second is not first and local._uses == {task.key: 1}
 
 
 def test_a_task_out_of_gpu_memory_beside_other_warm_judges_is_evaluated_again_without_them(monkeypatch) -> None:
@@ -560,6 +560,6 @@ def test_a_task_out_of_gpu_memory_beside_other_warm_judges_is_evaluated_again_wi
         assert local.evaluate(relu, candidate).status == "correct"
         again = local.evaluate(softmax, candidate)
         assert again.status == "correct" and "ran out of GPU memory" in again.warnings[-1]
-        assert closed == [relu.name, softmax.name] and list(local._judges) == [(softmax.name, softmax.source_hash)]
+        assert closed == [relu.name, softmax.name] and list(local._judges) == [softmax.key]
         FakeJudge.warm.add("other")  # memory held by something no Judge of ours owns: the error stands
         assert local.evaluate(softmax, candidate).status == "task_error"

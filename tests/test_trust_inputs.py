@@ -1,4 +1,4 @@
-"""Inputs from outside the command line are not trusted (docs/DESIGN.md, "Trust boundary"; issue 40):
+"""Inputs from outside the command line are not trusted (docs/evaluation.md, "The trust boundary"):
 an outbox's jobs folder (`eval-batch --jobs`), an imported attempts export (`archive import`) and
 an inbox reply (`--llm inbox:`). Each test attacks one of them, on the CPU."""
 
@@ -17,7 +17,8 @@ from warpforge.archive import Archive
 from warpforge.archive_trust import trusted, unverified, verify
 from warpforge.candidate import Candidate, EvalResult, Timing
 from warpforge.cli import main
-from warpforge.errors import LLMError, UsageError
+from warpforge.config import EvalConfig
+from warpforge.errors import ConfigError, LLMError, UsageError
 from warpforge.executor.outbox import OutboxPool, check_task, job_key, pending_jobs, write_result
 from warpforge.executor.workers import Job
 from warpforge.propose import external
@@ -38,30 +39,61 @@ def _job(box: Path, name: str, task: str, task_hash: str, source: str = RELU, ke
         {"key": name if key is None else key, "task": task, "task_hash": task_hash, "label": name, "source": source}))
 
 
-def test_a_job_key_never_becomes_a_path_and_a_task_shipped_with_the_jobs_does_not_run(tmp_path, capsys) -> None:
+def _evil_task(path: Path, marker: Path) -> str:
+    """A relu task whose module code writes `marker` on the host when it can (the exploit), and
+    goes on as a task either way."""
+    path.write_text(f"try:\n    open({str(marker)!r}, 'w').write('ran')\nexcept OSError:\n    pass\n"
+                    + Path(load_task("level1/relu").path).read_text())
+    return load_task(path).source_hash
+
+
+def test_a_job_key_never_becomes_a_path_and_a_task_shipped_with_the_jobs_runs_only_in_the_sandbox(
+        tmp_path, capsys) -> None:
     box, marker = tmp_path / "box", tmp_path / "ran"
     (box / "jobs").mkdir(parents=True)
-    evil = box / "evil_task.py"  # its module code would run in the unsandboxed reference process
-    evil.write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
-                    + (Path(load_task("level1/relu").path)).read_text())
-    evil_hash = load_task(evil).source_hash
+    evil = box / "evil_task.py"  # its module code runs in the reference process
+    evil_hash = _evil_task(evil, marker)
     relu_hash = load_task("level1/relu").source_hash
     _job(box, "aaaa", "level1/relu", relu_hash, key="../../outside")  # the exploit: a results path out of results/
     _job(box, "bbbb", str(evil), evil_hash)
     _job(box, "cccc", os.path.relpath(evil), evil_hash)  # the same file, named relative to here
     assert main(["eval-batch", "--jobs", str(box), "--device", "cpu", "--no-bench"]) == 0
-    assert not list(tmp_path.rglob("outside*")) and not marker.exists()
+    assert not list(tmp_path.rglob("outside*"))
+    assert not marker.exists(), "a task that came with the jobs ran its program outside the sandbox"
     results = {p.stem: json.loads(p.read_text()) for p in (box / "results").glob("*.json")}
-    assert set(results) == {"aaaa", "bbbb", "cccc"} and all(r["status"] == "task_error" for r in results.values())
-    assert "names another key" in results["aaaa"]["reason"]
-    assert "--trust-tasks" in results["bbbb"]["reason"] and "--trust-tasks" in results["cccc"]["reason"]
-    assert "refused job bbbb" in capsys.readouterr().err
-    # the operator who trusts the folder says so; suite tasks need nothing
-    job = {"key": "bbbb", "task": str(evil), "task_hash": evil_hash, "source": RELU}
-    assert check_task(job, box, trust_tasks=True) is None
-    assert check_task({**job, "task": "level1/relu", "task_hash": relu_hash}, box) is None
+    assert set(results) == {"aaaa", "bbbb", "cccc"}
+    assert results["aaaa"]["status"] == "task_error" and "names another key" in results["aaaa"]["reason"]
+    # the task's program ran, in the sandbox, and judged the candidate as usual
+    assert results["bbbb"]["status"] == "correct" and results["cccc"]["status"] == "correct"
+    assert "refused job aaaa" in capsys.readouterr().err
+    assert check_task({"key": "dddd", "task": "level1/relu", "task_hash": relu_hash, "source": RELU}) is None
     with pytest.raises(UsageError, match="not a job key"):
         write_result(box / "results", "../escape", EvalResult("task_error", "x", "load"))
+
+
+def test_with_trust_tasks_the_folders_task_runs_as_the_operators_own_and_without_sandbox_it_is_refused(
+        tmp_path) -> None:
+    box, marker = tmp_path / "box", tmp_path / "ran"
+    (box / "jobs").mkdir(parents=True)
+    evil = box / "task.py"
+    _job(box, "bbbb", str(evil), _evil_task(evil, marker))
+    assert main(["eval-batch", "--jobs", str(box), "--device", "cpu", "--no-bench", "--no-sandbox"]) == 0
+    result = json.loads((box / "results" / "bbbb.json").read_text())
+    assert result["status"] == "task_error" and "only inside the sandbox" in result["reason"] and not marker.exists()
+    (box / "results" / "bbbb.json").unlink()
+    assert main(["eval-batch", "--jobs", str(box), "--device", "cpu", "--no-bench", "--trust-tasks"]) == 0
+    assert marker.exists() and json.loads((box / "results" / "bbbb.json").read_text())["status"] == "correct"
+
+
+def test_sandbox_reference_runs_a_task_file_you_did_not_write_in_the_sandbox(tmp_path) -> None:
+    marker, cand = tmp_path / "ran", tmp_path / "cand.py"
+    task = tmp_path / "downloaded_task.py"
+    _evil_task(task, marker)
+    cand.write_text(RELU)
+    assert main(["eval", str(task), str(cand), "--device", "cpu", "--no-bench", "--sandbox-reference"]) == 0
+    assert not marker.exists()
+    with pytest.raises(ConfigError, match="only with the sandbox on"):
+        EvalConfig(sandbox=False, sandbox_reference=True)
 
 
 @pytest.mark.timeout(60)

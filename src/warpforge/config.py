@@ -100,6 +100,12 @@ class EvalConfig:
     sandbox: bool = True
     """Run every process that runs candidate code inside the OS sandbox (evaluate/jail.py). Off only
     with --no-sandbox, where the sandbox cannot start; every result then says "unsandboxed"."""
+    sandbox_reference: bool = False
+    """Run the task's own program (the reference process) inside the same sandbox as candidates:
+    it then sees no host files but a copy of its task file, no network and no keys, and shares no
+    baseline timings. For task files that did not come from the operator (`--sandbox-reference`;
+    always for a task that arrives inside an `eval-batch --jobs` folder). Off by default: the
+    operator's own task files are trusted, and keep their home folder's caches."""
     static_checks: bool = True
     """Refuse forbidden APIs before running (static.py). Off only to test the run-time defences."""
     profile: bool = True
@@ -152,6 +158,9 @@ class EvalConfig:
             raise ConfigError(f"spare_workers must be 0 or more, not {self.spare_workers}")
         if self.strict_fp32 and self.allow_tf32:
             raise ConfigError("strict_fp32 turns TF32 off and allow_tf32 on: choose one")
+        if self.sandbox_reference and not self.sandbox:
+            raise ConfigError("the task's program can run sandboxed only with the sandbox on: drop --no-sandbox, "
+                              "or --sandbox-reference")
         if self.mem_limit_gb <= 0:
             raise ConfigError(f"the memory limit must be positive, not {self.mem_limit_gb}")
         if not self.work_limit_gb > 0:

@@ -52,8 +52,8 @@ class LocalEvaluator:
         self.config = config or EvalConfig()
         self.max_judges = max(1, max_judges)
         self.recycle_after = recycle_after
-        self._judges: OrderedDict[tuple[str, str], Judge] = OrderedDict()
-        self._uses: dict[tuple[str, str], int] = {}  # evaluations by each warm Judge
+        self._judges: OrderedDict[tuple[str, str, bool], Judge] = OrderedDict()
+        self._uses: dict[tuple[str, str, bool], int] = {}  # evaluations by each warm Judge
 
     def __enter__(self) -> LocalEvaluator:
         return self
@@ -76,7 +76,7 @@ class LocalEvaluator:
         with them closed: the first run says nothing about the task or the candidate."""
         result = self._evaluate(task, candidate)
         if result.status == "task_error" and "out of memory" in result.reason.lower() and len(self._judges) > 1:
-            for key in [k for k in self._judges if k != (task.name, task.source_hash)]:
+            for key in [k for k in self._judges if k != task.key]:
                 self._uses.pop(key, None)
                 self._judges.pop(key).close()
             self.drop(task)
@@ -93,7 +93,7 @@ class LocalEvaluator:
         except BaseException:
             self.drop(task)
             raise
-        key = (task.name, task.source_hash)
+        key = task.key
         self._uses[key] = self._uses.get(key, 0) + 1
         if self.recycle_after and self._uses[key] >= self.recycle_after:
             self.drop(task)
@@ -103,7 +103,7 @@ class LocalEvaluator:
         """The task's warm Judge, started on first use (most recently used last)."""
         from warpforge.evaluate import Judge
 
-        key = (task.name, task.source_hash)
+        key = task.key
         judge = self._judges.pop(key, None)
         if judge is None:
             while len(self._judges) >= self.max_judges:
@@ -116,8 +116,8 @@ class LocalEvaluator:
 
     def drop(self, task: Task) -> None:
         """Close the task's Judge, if one is warm."""
-        self._uses.pop((task.name, task.source_hash), None)
-        judge = self._judges.pop((task.name, task.source_hash), None)
+        self._uses.pop(task.key, None)
+        judge = self._judges.pop(task.key, None)
         if judge is not None:
             judge.close()
 

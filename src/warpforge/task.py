@@ -41,6 +41,14 @@ class Task:
     path: Path
     source: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    untrusted: bool = False
+    """The file did not come from the operator (it arrived in a jobs folder): its program runs only
+    inside the sandbox (EvalConfig.sandbox_reference)."""
+
+    @property
+    def key(self) -> tuple[str, str, bool]:
+        """What tells two tasks' Judges apart: the name, the program and whether it is trusted."""
+        return (self.name, self.source_hash, self.untrusted)
 
     @property
     def source_hash(self) -> str:

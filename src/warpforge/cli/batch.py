@@ -23,8 +23,8 @@ def add_batch_parser(sub: Any) -> None:
                         "into DIR/results as it arrives (or into --results)")
     p.add_argument("--results", metavar="DIR", help="with --jobs: where the results go (default: DIR/results)")
     p.add_argument("--trust-tasks", action="store_true",
-                   help="with --jobs: also run task files that came inside the jobs folder, whose reference programs "
-                        "run unsandboxed (default: such jobs are refused; suite tasks and this checkout's files run)")
+                   help="with --jobs: run the programs of task files that came inside the jobs folder unsandboxed, "
+                        "as your own (default: they run inside the sandbox, like candidates, with no baseline cache)")
     p.add_argument("--executor", choices=["local", "ray"], default="local")
     p.add_argument("--ray-address", help="address of an existing Ray cluster (auto, ray://host:10001); default: start a local one")
     p.add_argument("--workers", type=int, help="worker count (default: one per GPU; on the CPU one, or half the cores up to 4 with --no-bench)")
@@ -115,7 +115,7 @@ def _eval_jobs(args: argparse.Namespace, config: Any, err: Any) -> int:
 
     from warpforge.candidate import EvalResult
     from warpforge.executor import EvalPool, Job
-    from warpforge.executor.outbox import check_task, pending_jobs, write_result
+    from warpforge.executor.outbox import came_with_jobs, check_task, pending_jobs, write_result
     from warpforge.task import resolve_task_path
 
     if args.pairs or args.manifest:
@@ -128,15 +128,19 @@ def _eval_jobs(args: argparse.Namespace, config: Any, err: Any) -> int:
     todo: list[Job] = []
     keys: dict[int, str] = {}
     for job in jobs:
-        why = check_task(job, args.jobs, args.trust_tasks)
-        if why:  # reported, never evaluated against another program (nor a task that came with the jobs)
+        why = check_task(job)
+        untrusted = not args.trust_tasks and came_with_jobs(job, args.jobs)
+        if untrusted and not why and not config.sandbox:
+            why = (f"the task {job['task']} came inside the jobs folder, so its program runs only inside the sandbox, "
+                   "which --no-sandbox turned off: evaluate with the sandbox on, or pass --trust-tasks")
+        if why:  # reported, never evaluated against another program
             err.print(f"refused job {job['key']}: {why}", markup=False, highlight=False)
             write_result(out, job["key"], EvalResult("task_error", why, "load", task=str(job.get("task")),
                                                      candidate_id=str(job.get("label", ""))))
             continue
         keys[len(todo)] = str(job["key"])
         todo.append(Job(len(todo), str(resolve_task_path(str(job["task"]))), str(job.get("label", job["key"])),
-                        source=str(job["source"])))
+                        source=str(job["source"]), untrusted_task=untrusted))
     err.print(f"{len(jobs)} jobs without a result in {args.jobs}: {len(todo)} to evaluate")
     ok = 0
     with Progress(TextColumn("eval-batch --jobs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

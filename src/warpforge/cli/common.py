@@ -52,6 +52,9 @@ def sandbox_from_args(args: argparse.Namespace) -> bool:
 def add_eval_options(p: argparse.ArgumentParser) -> None:
     """The evaluation options `warpforge eval` and `warpforge eval-batch` share."""
     add_sandbox_option(p)
+    p.add_argument("--sandbox-reference", action="store_true",
+                   help="run the task's own program in the sandbox too, for a task file you did not write (it sees "
+                        "no host files, network or keys, and shares no cached baseline timings)")
     p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when a GPU is visible, else cpu")
     p.add_argument("--mode", choices=["offline", "server"], default="offline",
                    help="offline: back-to-back calls; server: random idle gaps before each call")
@@ -107,7 +110,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
         allow_tf32=args.allow_tf32, strict_fp32=args.strict_fp32, compile_baseline=args.compile_baseline,
         profile=not args.no_profile,
         reuse_baselines=False if args.fresh_baselines else None, sets_memory_gb=args.sets_memory_gb,
-        sandbox=sandbox_from_args(args), cpu_threads=args.cpu_threads, cuda_ipc=args.cuda_ipc,
+        sandbox=sandbox_from_args(args), sandbox_reference=args.sandbox_reference, cpu_threads=args.cpu_threads, cuda_ipc=args.cuda_ipc,
         **({"paired_rounds": args.paired_rounds} if args.paired_rounds is not None else {}),
         **({"sync_floor": args.sync_floor} if args.sync_floor is not None else {}),
         **({"rep_ms": args.rep_ms} if args.rep_ms is not None else {}),

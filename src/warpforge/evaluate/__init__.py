@@ -25,7 +25,7 @@ import torch
 
 from warpforge.candidate import Candidate, EvalResult, Precompiled, PrecompileStatus, Timing
 from warpforge.config import EvalConfig
-from warpforge.errors import HarnessError, TaskError
+from warpforge.errors import ConfigError, HarnessError, TaskError
 from warpforge.evaluate import compile as compile_mod
 from warpforge.evaluate.inputs import fingerprint_positions
 from warpforge.evaluate import jail, leftovers
@@ -134,6 +134,11 @@ class Judge:
             jail.require()  # one sentence saying how to enable it, before anything starts
         # strict fp32 overrides a task's own TF32 opt-in: the user asked for true fp32
         self.allow_tf32 = not self.cfg.strict_fp32 and (self.cfg.allow_tf32 or bool(task.metadata.get("allow_tf32")))
+        # a task file that did not come from the operator runs its program only inside the sandbox
+        self.sandbox_reference = self.cfg.sandbox_reference or task.untrusted
+        if self.sandbox_reference and not self.cfg.sandbox:
+            raise ConfigError(f"the task {task.name} did not come from you, so its program runs only inside the "
+                              "sandbox, which --no-sandbox turned off: evaluate it with the sandbox on")
         self.spares = self.cfg.spare_workers
         # tmpfs when there is one: GPU-sized inputs and outputs cross between processes as files
         shm = "/dev/shm" if _free_gb("/dev/shm") > 16 else None
@@ -402,12 +407,20 @@ class Judge:
             fit_bytes=CPU_BYTES if cfg.size == "cpu" and "cpu" not in (self.task.metadata.get("sizes") or {}) else 0,
             strict_fp32=cfg.strict_fp32)
         spec_path = self._tmp / "reference_spec.json"
+        reference_jail = None
+        if self.sandbox_reference:  # a task from elsewhere: a copy of its file, no host caches, no home
+            copy = self._tmp / "task" / self.task.path.name
+            copy.parent.mkdir(exist_ok=True)
+            copy.write_text(self.task.source)
+            spec = dataclasses.replace(spec, task_path=str(copy), baseline_cache_dir="")
+            env = _child_env(cfg)
+            reference_jail = _jail(cfg, self._tmp, None)
+        else:  # the operator's own task file, outside the sandbox (docs/evaluation.md): its home's caches
+            env = {**_child_env(cfg), "HOME": os.path.expanduser("~"), "USER": os.environ.get("USER", "warpforge")}
         spec_path.write_text(spec.to_json())
         self._server_started = time.monotonic()
-        # the task's own code, outside the sandbox (docs/evaluation.md): its own home for its caches
-        env = {**_child_env(cfg), "HOME": os.path.expanduser("~"), "USER": os.environ.get("USER", "warpforge")}
         self._server = Child("warpforge.evaluate.reference", [str(spec_path)], env=env,
-                             output_limit_bytes=cfg.output_limit_kb * 1024)
+                             output_limit_bytes=cfg.output_limit_kb * 1024, jail=reference_jail)
         loaded = protocol.first(self._server_round("loaded"), Loaded)
         if loaded is None:
             raise HarnessError(f"the reference process for {self.task.name} sent a malformed 'loaded' message")
@@ -585,12 +598,13 @@ def _folder_limit(cfg: EvalConfig, folders: list[Path], outputs_bytes: int = 0) 
                                  "EvalConfig.work_limit_gb or $WARPFORGE_WORK_LIMIT_GB raises the limit")
 
 
-def _jail(cfg: EvalConfig, workdir: Path, cache: Path, hidden: tuple[str, ...] = ()) -> jail.Jail | None:
-    """The sandbox of a candidate process (None with --no-sandbox): its work folder and private
-    compile cache writable, the shared caches hidden, /tmp and /dev/shm capped at its memory limit."""
+def _jail(cfg: EvalConfig, workdir: Path, cache: Path | None, hidden: tuple[str, ...] = ()) -> jail.Jail | None:
+    """The sandbox of a candidate process (None with --no-sandbox), or of an untrusted task's
+    reference process: its work folder and private compile cache (if any) writable, the shared
+    caches hidden, /tmp and /dev/shm capped at its memory limit."""
     if not cfg.sandbox:
         return None
-    return jail.Jail(str(workdir), cache=str(cache), hidden=(os.path.realpath(cfg.cache_dir), *hidden),
+    return jail.Jail(str(workdir), cache=str(cache or ""), hidden=(os.path.realpath(cfg.cache_dir), *hidden),
                      tmp_bytes=int(min(cfg.mem_limit_gb, 4) * 2**30))
 
 

@@ -8,7 +8,9 @@ the sandbox's processes, a minimal /dev plus the NVIDIA device nodes, and no cap
 `environment()` is the allow-listed environment every child gets (no keys or tokens).
 What this does NOT contain: the GPU itself (a kernel can still read stale device memory or
 time other work through side channels), the kernel's own attack surface, and a malicious task
-file (the reference process runs the task's code unsandboxed) — see docs/evaluation.md.
+file of the operator's own (the reference process runs the operator's task files unsandboxed;
+one that arrived from elsewhere, or any with --sandbox-reference, runs in a `Jail` too) — see
+docs/evaluation.md.
 """
 
 from __future__ import annotations

@@ -16,10 +16,11 @@ relative to the folder the loop ran in, when inside it (the GPU machine's checko
 layout), else by absolute path; the task's source hash travels with it, and a machine whose
 task file differs reports that job as a `task_error` instead of evaluating another program.
 
-The folder comes from elsewhere (docs/DESIGN.md, "Trust boundary"): a job's key must be its file's
-name and a plain name (`KEY`), or the job is refused; a task file inside the folder would run
-unsandboxed in the reference process, so it is refused unless the operator trusts the folder's
-tasks (`eval-batch --trust-tasks`); files are read only when regular and small (untrusted.py).
+The folder comes from elsewhere (docs/evaluation.md, "The trust boundary"): a job's key must be
+its file's name and a plain name (`KEY`), or the job is refused; a task file inside the folder
+has its program (the reference process) run inside the sandbox, like a candidate's, unless the
+operator trusts the folder's tasks (`eval-batch --trust-tasks`); files are read only when
+regular and small (untrusted.py).
 """
 
 from __future__ import annotations
@@ -179,26 +180,27 @@ def _age(path: Path) -> float:
         return 0.0
 
 
-def check_task(job: dict[str, Any], folder: str | Path | None = None, trust_tasks: bool = False) -> str | None:
-    """Why this machine cannot evaluate the job's task as the loop meant it, or None. With `folder`
-    (the jobs folder), a task file inside it came with the jobs, not from the operator: its
-    reference program would run unsandboxed here, so it is refused unless `trust_tasks`."""
+def check_task(job: dict[str, Any]) -> str | None:
+    """Why this machine cannot evaluate the job's task as the loop meant it, or None."""
     if job.get("refused"):
         return str(job["refused"])
     try:
-        path = resolve_task_path(str(job["task"]))
-        real = path.resolve()  # (a link into the folder is inside it)
-        if folder is not None and not trust_tasks and real.is_relative_to(Path(folder).resolve()) \
-                and not real.is_relative_to(SUITE_DIR.resolve()):
-            return (f"the task {job['task']} is a file inside the jobs folder {folder}, which came with the jobs, "
-                    "not from you: its reference program would run unsandboxed here; pass --trust-tasks to "
-                    "run the task files of a folder you trust, or name a task of this checkout")
-        task = load_task(path)
+        task = load_task(resolve_task_path(str(job["task"])))
     except Exception as exc:  # noqa: BLE001  (whatever it is, the job is reported, not evaluated)
         return f"the task {job.get('task')} cannot be loaded here: {exc}"
     if task.source_hash != job.get("task_hash"):
         return f"the task {job['task']} here is not the program the loop sent (its source differs)"
     return None
+
+
+def came_with_jobs(job: dict[str, Any], folder: str | Path) -> bool:
+    """Whether the job's task file lies inside the jobs folder (a link into it counts): it came with
+    the jobs, not from the operator, so its program runs only inside the sandbox (Task.untrusted)."""
+    try:
+        real = resolve_task_path(str(job["task"])).resolve()
+    except Exception:  # noqa: BLE001  (check_task reports why it cannot be loaded)
+        return False
+    return real.is_relative_to(Path(folder).resolve()) and not real.is_relative_to(SUITE_DIR.resolve())
 
 
 def write_result(results: str | Path, key: str, result: EvalResult | dict[str, Any]) -> None:

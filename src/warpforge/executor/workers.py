@@ -9,6 +9,7 @@ child subreaper and kills what a dead worker's candidates left running.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import multiprocessing as mp
 import os
 import shutil
@@ -32,6 +33,8 @@ class Job:
     """A candidate file's path, or a label when `source` is given."""
     source: str | None = None
     """The candidate's source text (no file needed on the worker's machine)."""
+    untrusted_task: bool = False
+    """The task file did not come from the operator: its program runs in the sandbox (Task.untrusted)."""
 
 
 TMP_ROOT_ENV = "WARPFORGE_TMP_ROOT"
@@ -58,12 +61,13 @@ class EvalWorker:
         self.name = name or f"pid{os.getpid()}"
         self.evaluator = LocalEvaluator(self.config, judges, recycle_after)
 
-    def run(self, task_path: str, candidate_path: str, source: str | None = None) -> dict[str, Any]:
+    def run(self, task_path: str, candidate_path: str, source: str | None = None,
+            untrusted_task: bool = False) -> dict[str, Any]:
         from warpforge.candidate import Candidate
         from warpforge.task import load_task
 
         try:
-            task = load_task(task_path)
+            task = dataclasses.replace(load_task(task_path), untrusted=untrusted_task)
             candidate = Candidate(source) if source is not None else Candidate.from_file(candidate_path)
             # the whole record, samples too: the archive keeps them
             result = self.evaluator.evaluate(task, candidate).to_dict()
@@ -138,7 +142,7 @@ class LocalSlot:
     def run(self, job: Job) -> dict[str, Any]:
         self.busy.set()
         try:
-            self.conn.send((job.task, job.candidate, job.source))
+            self.conn.send((job.task, job.candidate, job.source, job.untrusted_task))
             while not self.conn.poll(0.2):
                 if not self.proc.is_alive():
                     raise WorkerLost(f"{self.name} exited with code {self.proc.exitcode}")
@@ -201,7 +205,8 @@ class RaySlot:
 
         self.busy.set()
         try:
-            result: dict[str, Any] = ray.get(self.actor.run.remote(job.task, job.candidate, job.source))
+            result: dict[str, Any] = ray.get(self.actor.run.remote(job.task, job.candidate, job.source,
+                                                                   job.untrusted_task))
             return result
         except (RayActorError, ActorDiedError, ActorUnavailableError) as exc:
             raise WorkerLost(f"{self.name}: {type(exc).__name__}") from None
