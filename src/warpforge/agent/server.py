@@ -5,15 +5,19 @@ stdio by default (the agent's client starts this process and talks over its stdi
 token first (`serve_http`). Each tool is a thin wrapper over `AgentTools` (tools.py): its dict goes
 back as structured content and as JSON text, flagged as an error when it is {"error": ...}, whose
 message names no host path (requests are untrusted). This module holds the descriptions an agent
-reads; it evaluates nothing itself. Run it as
+reads; it evaluates nothing itself. `serve` is `warpforge mcp` once the SDK is found, its options
+checked by cli/agent_options.py. Run it as
 `python -m warpforge.agent.server [--archive PATH] [--device cpu|cuda] [--http HOST:PORT]` too.
 """
 
 from __future__ import annotations
 
+import argparse
 import hmac
 import json
+import os
 import re
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -29,7 +33,10 @@ from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from warpforge.agent.tools import AgentTools
-from warpforge.errors import ConfigError
+from warpforge.cli.agent_options import TOKEN_ENV, add_mcp_arguments, agent_name, mcp_options
+from warpforge.cli.common import sandbox_from_args
+from warpforge.config import EvalConfig
+from warpforge.errors import ConfigError, UsageError
 
 INSTRUCTIONS = """\
 warpforge verifies and times GPU kernels (KernelBench format) honestly and keeps every attempt in an archive.
@@ -227,15 +234,48 @@ def _version() -> str:
         return "0"
 
 
+def serve(args: argparse.Namespace) -> int:
+    """`warpforge mcp`: check the options (2 and one sentence when one is wrong), then serve the tools
+    until the client closes stdin or a signal comes; the run is marked done or stopped."""
+    try:
+        options = mcp_options(args)
+    except UsageError as exc:
+        print(f"warpforge: {exc}", file=sys.stderr)
+        return 2
+    tools = AgentTools(args.archive, device=options.device, agent_name=agent_name(args), interface="mcp",
+                       eval_config=EvalConfig(sandbox=sandbox_from_args(args)), executor=args.executor,
+                       workers=args.workers, ray_address=args.ray_address, task_dirs=options.task_dirs)
+    server = build_server(tools)
+
+    def stop(signum: int, frame: Any) -> None:
+        # An exception raised here would wait for the SDK's thread blocked reading stdin; leave at once
+        # instead, with the evaluators stopped and the run marked stopped. (Under --http, uvicorn takes
+        # these signals while it serves and shuts down cleanly; the run is then marked done below.)
+        tools.close("stopped")
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        if options.http is None:
+            server.run("stdio")  # returns when the client closes our stdin
+        else:
+            host, port = options.http
+            shown = f"${TOKEN_ENV}" if options.token_chosen else \
+                f"{options.token} (new at each start; set {TOKEN_ENV} to choose one)"
+            print(f"warpforge: serving MCP at http://{host}:{port}/mcp (archive {args.archive}); clients must send "
+                  f"the header 'Authorization: Bearer TOKEN', TOKEN = {shown}", file=sys.stderr)
+            serve_http(server, host, port, options.token)
+    finally:
+        tools.close()
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m warpforge.agent.server ...`: the same as `warpforge mcp ...`."""
-    import argparse
-
-    from warpforge.cli.agent import add_mcp_arguments, cmd_mcp
-
     parser = argparse.ArgumentParser(prog="warpforge mcp", description="Serve warpforge's agent tools over MCP.")
     add_mcp_arguments(parser)
-    return cmd_mcp(parser.parse_args(argv))
+    return serve(parser.parse_args(argv))
 
 
 if __name__ == "__main__":
