@@ -42,6 +42,17 @@ def pytest_unconfigure(config):
         shutil.rmtree(cache, ignore_errors=True)
 
 
+def pytest_terminal_summary(terminalreporter):
+    """What a test asked to show at the end of the run, with record_property("summary", text): the
+    source's total against its line budget (test_structure.py)."""
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) == "call":
+                for name, value in getattr(report, "user_properties", ()):
+                    if name == "summary":
+                        terminalreporter.write_line(str(value))
+
+
 def pytest_collection_modifyitems(config, items):
     """GPU tests are skipped without CUDA: they must never pass silently on a CPU machine."""
     try:

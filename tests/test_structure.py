@@ -1,10 +1,14 @@
-"""The package's shape, checked on every run (issue 20): no module over the line budget, and no
-import cycle among modules at import time (module-level imports; one inside a function runs
-later and is the way to break a cycle).
+"""The package's shape, checked on every run (issues 20 and 41): every module under the line
+budget, the whole of src/ under its total, and no import cycle among modules -- counting imports
+inside functions too: one there runs later, but the two modules still need each other, and a
+cycle hidden that way is still a cycle. Only imports under `if TYPE_CHECKING:` are left out (they
+never run).
 
-The budget is 650 lines a module (tinygrad keeps a line budget too): the largest module,
-archive.py, has about 600. A module that needs more is two concerns; split it rather than raise
-the number. The task suite (`tasks/`) is data, not code, and is not counted."""
+The budget is under 650 lines a module (tinygrad keeps a line budget too): a module that needs more
+is two concerns; split it rather than raise the number. The total is a little above what src/ held
+when it was set (2026-12, issue 41); the run prints where it stands. Raising it is a decision to
+say in the commit, not a fix for a failing test. The task suite (`tasks/`) is data, not code, and
+is not counted."""
 
 from __future__ import annotations
 
@@ -12,8 +16,18 @@ import ast
 import os
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 LINE_BUDGET = 650
+TOTAL_BUDGET = 20_750
+
+KNOWN_CYCLES: list[set[str]] = [
+    # Being removed (issue 41, part 5) by moving the worker's code off the evaluator: delete this
+    # entry in the commit that does, and the test holds the package to no cycle at all.
+    {"warpforge.evaluator", "warpforge.executor", "warpforge.executor.compile_pool", "warpforge.executor.workers"},
+]
+"""Cycles left to remove, each allowed only while every module of it is listed here."""
 
 
 def _modules() -> dict[str, Path]:
@@ -26,17 +40,38 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
-    """Module -> the warpforge modules it imports at module level. `from pkg import name` points
-    at pkg.name when that is a module, else at pkg (its __init__)."""
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def _imports(tree: ast.AST, inside_functions: bool) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements of a module: all of them (in functions, classes, try and if blocks too)
+    or only those that run when it is imported; never those under `if TYPE_CHECKING:`."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    todo = list(ast.iter_child_nodes(tree))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        elif isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            todo.extend(node.orelse)
+        elif inside_functions or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def import_graph(modules: dict[str, Path], inside_functions: bool = True) -> dict[str, set[str]]:
+    """Module -> the warpforge modules it imports (with `inside_functions=False`, only those imported
+    while it is imported). `from pkg import name` points at pkg.name when that is a module, else at
+    pkg (its __init__); relative imports are resolved against the module's package."""
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.parse(path.read_text()).body:
+        for node in _imports(ast.parse(path.read_text()), inside_functions):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
+            else:
                 base = node.module or ""
                 if node.level:
                     up = package.split(".")[: len(package.split(".")) - node.level + 1]
@@ -83,12 +118,24 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_module_is_over_the_line_budget() -> None:
-    over = {name: n for name, path in _modules().items() if (n := len(path.read_text().splitlines())) > LINE_BUDGET}
-    assert not over, f"modules over {LINE_BUDGET} lines (split them by concern): {over}"
+    over = {name: n for name, path in _modules().items() if (n := _lines(path)) >= LINE_BUDGET}
+    assert not over, f"modules of {LINE_BUDGET} lines or more (split them by concern): {over}"
 
 
-def test_no_import_cycle_at_module_level() -> None:
-    assert cycles(import_graph(_modules())) == []
+def test_the_source_is_within_its_total_line_budget(record_property: pytest.RecordProperty) -> None:
+    total = sum(_lines(path) for path in _modules().values())
+    line = f"src/warpforge: {total:,} lines of the {TOTAL_BUDGET:,} budget ({TOTAL_BUDGET - total:+,} left; tasks/ not counted)"
+    print(line)
+    record_property("summary", line)  # conftest.py prints it at the end of the run
+    assert total <= TOTAL_BUDGET, f"{line}: remove code, or raise TOTAL_BUDGET and say why in the commit"
+
+
+def test_no_import_cycle_counting_imports_inside_functions() -> None:
+    found = cycles(import_graph(_modules()))
+    unknown = [c for c in found if not any(set(c) <= allowed for allowed in KNOWN_CYCLES)]
+    assert not unknown, f"import cycles (break them by moving code, not by hiding an import in a function): {unknown}"
+    gone = [sorted(allowed) for allowed in KNOWN_CYCLES if not any(set(c) <= allowed for c in found)]
+    assert not gone, f"no longer cycles: delete them from KNOWN_CYCLES: {gone}"
 
 
 def test_the_cycle_check_finds_a_cycle() -> None:
@@ -101,6 +148,26 @@ def test_the_graph_reads_the_real_imports() -> None:
     graph = import_graph(_modules())
     assert {"warpforge.metrics", "warpforge.evaluate.paired", "warpforge.config"} <= graph["warpforge.evaluate.verdict"]
     assert "warpforge.pysource" in graph["warpforge.task"]  # `from warpforge import pysource`: the module
+    # an import inside a function counts (online tuning loads the tuner), unless only import time is asked for
+    assert "warpforge.gemm.tune" in graph["warpforge.gemm.dispatch"]
+    assert "warpforge.gemm.tune" not in import_graph(_modules(), inside_functions=False)["warpforge.gemm.dispatch"]
+
+
+def test_the_graph_reads_imports_in_functions_and_relative_ones_but_not_type_checking_ones(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    files = {"__init__.py": "", "a.py": "def f():\n    from .sub import b\n", "c.py": "from . import a\n",
+             "sub/__init__.py": "", "sub/b.py": "class K:\n    def m(self):\n        from ..c import x\n",
+             "d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import a\nelse:\n    import pkg.c\n"}
+    for rel, text in files.items():
+        (pkg / rel).write_text(text)
+    modules = {"pkg": pkg / "__init__.py", "pkg.a": pkg / "a.py", "pkg.c": pkg / "c.py", "pkg.d": pkg / "d.py",
+               "pkg.sub": pkg / "sub" / "__init__.py", "pkg.sub.b": pkg / "sub" / "b.py"}
+    graph = import_graph(modules)
+    assert graph["pkg.a"] == {"pkg.sub.b"} and graph["pkg.sub.b"] == {"pkg.c"} and graph["pkg.c"] == {"pkg.a"}
+    assert graph["pkg.d"] == {"pkg.c"}  # the TYPE_CHECKING import never runs; its else branch does
+    assert cycles(graph) == [["pkg.a", "pkg.c", "pkg.sub.b"]]
+    assert cycles(import_graph(modules, inside_functions=False)) == []  # what checking import time alone missed
 
 
 def test_help_and_the_error_types_do_not_import_torch() -> None:
@@ -119,8 +186,9 @@ def test_help_and_the_error_types_do_not_import_torch() -> None:
 
 def test_the_gemm_dispatcher_does_not_depend_on_the_tuner() -> None:
     """A model that serves `warpforge.gemm.matmul` loads the dispatcher and its tables, never the
-    tuner (which times, writes tables and imports the benchmark machinery)."""
-    graph = import_graph(_modules())
+    tuner (which times, writes tables and imports the benchmark machinery) unless tuning on first
+    use is switched on."""
+    graph = import_graph(_modules(), inside_functions=False)
     seen, todo = set(), ["warpforge.gemm.dispatch"]
     while todo:
         for nxt in graph[todo.pop()] - seen:
