@@ -14,7 +14,7 @@ reconfiguration), which the tune records hold since the tuner screens every heur
 Rules:
   torch        always torch.matmul (1.0x by definition)
   dispatcher   today's: the nearest tuned shape within 2x in each of M, N, K (log space) whose
-               table choice the dispatcher hands on (dispatch.TRANSFERRED: Triton, mma, padding;
+               table choice the dispatcher hands on (dispatch.transferred: Triton, mma, padding;
                not CUTLASS since 2026-11-27); else torch
   dispatcher+cutlass
                the same, handing CUTLASS choices on too (the dispatcher's rule before 2026-11-27)
@@ -42,16 +42,25 @@ import datetime
 import json
 import math
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
-from warpforge.gemm.dispatch import TRANSFERRED
+from warpforge.gemm.dispatch import transferred
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT = [RESULTS / "gemm_h100-80gb-hbm3_cudal2_tune_2026-11-25.jsonl",
            RESULTS / "gemm_h100-80gb-hbm3_llm_tune_2026-11-25.jsonl"]
 PORTABLE = ("triton_", "mma_", "cutlass_")
 RERESOLVED = PORTABLE + ("cublaslt:",)
-HANDED_ON = {"dispatcher": TRANSFERRED, "dispatcher+cutlass": PORTABLE, "dispatcher+lt": TRANSFERRED + ("cublaslt:",)}
+
+
+def _prefixed(*prefixes: str) -> Callable[[str], bool]:
+    return lambda choice: choice.startswith(prefixes)
+
+
+HANDED_ON: dict[str, Callable[[str], bool]] = {
+    "dispatcher": transferred, "dispatcher+cutlass": _prefixed(*PORTABLE),
+    "dispatcher+lt": lambda choice: transferred(choice) or choice.startswith("cublaslt:")}
 
 
 def load(path: Path) -> list[dict]:
@@ -98,7 +107,7 @@ def pick(rule: str, h: dict, others: list[dict]) -> str:
         for o in same:
             if rule == "dispatcher" and not within_2x(o["shape"], h["shape"]):
                 continue
-            if o["choice"].startswith(handed_on or portable):
+            if (handed_on or _prefixed(*portable))(o["choice"]):
                 return o["choice"]
             if rule == "dispatcher":
                 return "torch"  # the nearest bucket's choice is not portable: today's dispatcher stops here

@@ -16,7 +16,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 from warpforge.cli import main  # noqa: E402
 from warpforge.errors import UsageError  # noqa: E402
 from warpforge import jsonl  # noqa: E402
-from warpforge.gemm import choices, cublaslt, dispatch, shapes, tune  # noqa: E402
+from warpforge.gemm import choices, cublaslt, cutlass_sm90, dispatch, families, shapes, tune  # noqa: E402
 from warpforge.gemm.shapes import GemmShape  # noqa: E402
 from warpforge.gemm.triton_gemm import TritonConfig, applicable, candidate_configs  # noqa: E402
 
@@ -429,7 +429,7 @@ def test_a_choice_that_cannot_be_built_here_runs_its_fallback_or_torch(monkeypat
     monkeypatch.setattr(choices, "make_choice", make)
     monkeypatch.setenv("WARPFORGE_CACHE", str(tmp_path))  # no CUTLASS library built there
     monkeypatch.delenv("WARPFORGE_CUTLASS_LIB_DIR", raising=False)
-    monkeypatch.delenv(dispatch.CUTLASS_BUILD, raising=False)
+    monkeypatch.delenv(cutlass_sm90.CUTLASS_BUILD, raising=False)
     dispatch.forget_kernels()
     try:
         assert torch.allclose(dispatch.matmul(a, b), a @ b)
@@ -446,11 +446,12 @@ def test_a_choice_that_cannot_be_built_here_runs_its_fallback_or_torch(monkeypat
         made.clear()
         asked[0] = ("cutlass_128x128x64_c1x1_coop", "torch_padded")  # not built: not even tried
         dispatch.matmul(a, b)
-        assert made == ["torch_padded"] and not dispatch.cutlass_ready("cutlass_128x128x64_c1x1_coop", "float16", "nn")
+        cutlass = families.named("cutlass")
+        assert made == ["torch_padded"] and not cutlass.ready("cutlass_128x128x64_c1x1_coop", "float16", "nn")
         dispatch.forget_kernels()
         made.clear()
-        monkeypatch.setenv(dispatch.CUTLASS_BUILD, "1")  # asked to build: tried (and here it fails)
-        assert dispatch.cutlass_ready("cutlass_128x128x64_c1x1_coop", "float16", "nn")
+        monkeypatch.setenv(cutlass_sm90.CUTLASS_BUILD, "1")  # asked to build: tried (and here it fails)
+        assert cutlass.ready("cutlass_128x128x64_c1x1_coop", "float16", "nn")
         dispatch.matmul(a, b)
         assert made == ["cutlass_128x128x64_c1x1_coop", "torch_padded"]
     finally:

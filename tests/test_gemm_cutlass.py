@@ -19,8 +19,9 @@ import pytest
 import torch
 
 from warpforge.errors import UsageError
-from warpforge.gemm import GemmShape, choices, cutlass_build, cutlass_sm90, dispatch, tune
+from warpforge.gemm import GemmShape, choices, cutlass_build, cutlass_sm90, dispatch, families, tune
 from warpforge.gemm.cutlass_sm90 import CutlassConfig
+from warpforge.gemm.family import Problem
 
 C = CutlassConfig.from_name
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit)")
@@ -262,11 +263,11 @@ def test_raster_and_swizzle_variants_parse_and_are_offered_where_tiles_fill_a_wa
                 "cutlass_64x128x64_c1x1_pingpong": {"ms": 3.0}, "cutlass_128x128x64_c1x2_pingpong/n4": {"ms": 0.5},
                 "triton_tile:x": {"ms": 0.1}}
     cpu = tune.TuneSettings(families=("cutlass",), cutlass_variants=2)
-    picked = tune.cutlass_variants(screened, GemmShape(8192, 8192, 512), "cpu", cpu)
+    picked = tune.variants(screened, Problem(GemmShape(8192, 8192, 512), "nn", "cpu"), cpu)
     assert {cutlass_sm90.parse_choice(n)[0].name for n in picked} == {"cutlass_128x128x64_c1x2_pingpong",
                                                                       "cutlass_128x256x64_c2x1_coop"}
-    assert tune.cutlass_variants(screened, GemmShape(8192, 8192, 512), "cpu",
-                                 tune.TuneSettings(cutlass_variants=0)) == []
+    assert tune.variants(screened, Problem(GemmShape(8192, 8192, 512), "nn", "cpu"),
+                         tune.TuneSettings(cutlass_variants=0)) == []
     with pytest.raises(UsageError, match="raster"):
         cutlass_sm90.launch(torch.zeros(8, 8, dtype=torch.float16), torch.zeros(8, 8, dtype=torch.float16),
                             torch.zeros(8, 8, dtype=torch.float16), cfg, "nn", "x", 1)
@@ -290,8 +291,8 @@ def test_split_k_variants_are_for_stream_k_configurations_on_few_tiles_and_long_
     # (on the CPU num_sms is 4: 64 x 256 makes 2 tiles of 64 x 128 and of 128 x 128)
     screened = {"cutlass_64x128x64_c1x1_pingpong": {"ms": 1.0}, "cutlass_128x128x64_c1x1_coop": {"ms": 1.1},
                 sk.name: {"ms": 1.5}, "cutlass_128x256x64_c1x1_streamk": {"ms": 2.0}}
-    picked = tune.cutlass_variants(screened, GemmShape(64, 256, 4096), "cpu",
-                                   tune.TuneSettings(families=("cutlass",), cutlass_variants=2))
+    picked = tune.variants(screened, Problem(GemmShape(64, 256, 4096), "nn", "cpu"),
+                           tune.TuneSettings(families=("cutlass",), cutlass_variants=2))
     assert picked == [f"{sk.name}/k{s}" for s in (2, 4, 8, 16)]
     with pytest.raises(UsageError, match="splits"):
         cutlass_sm90.launch(torch.zeros(8, 8, dtype=torch.float16), torch.zeros(8, 8, dtype=torch.float16),
@@ -299,12 +300,12 @@ def test_split_k_variants_are_for_stream_k_configurations_on_few_tiles_and_long_
 
 
 def test_the_tuner_and_dispatcher_know_the_family(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert "cutlass" in tune.FAMILIES and "cutlass" not in tune.OURS  # opt-in: measured on a sample only
+    assert "cutlass" in families.searched() and "cutlass" not in tune.OURS  # opt-in: measured on a sample only
     assert tune._is_ours("cutlass_128x128x64_c1x1_coop")
     # the CPU has no Hopper: asking for the family adds nothing there
     settings = tune.TuneSettings(families=("cutlass",))
     assert tune.our_choices(GemmShape(4096, 4096, 4096), "nn", "cpu", settings) == []
-    # a nearest-shape lookup does not hand a CUTLASS choice on (dispatch.TRANSFERRED); tuning on first
+    # a nearest-shape lookup does not hand a CUTLASS choice on (not `transferred`); tuning on first
     # use times it, and the tuner takes it by name beside the families it was asked for
     table = dispatch.Table({"gpu": "g", "entries": [{"M": 4096, "N": 4096, "K": 4096, "dtype": "float16",
                                                      "layout": "nn", "choice": "cutlass_128x256x64_c2x1_coop"}]})

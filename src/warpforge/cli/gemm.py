@@ -173,8 +173,8 @@ def _cmd_shapes(args: argparse.Namespace) -> int:
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
-    from warpforge.gemm import dispatch
-    from warpforge.gemm.tune import FAMILIES, TuneSettings, build_table, device_name, read_folder, sweep
+    from warpforge.gemm import dispatch, families as registry
+    from warpforge.gemm.tune import TuneSettings, build_table, device_name, read_folder, sweep
 
     _need_device(args.device)
     _need_cublaslt(args)
@@ -187,9 +187,9 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         index, count = _parse_shard(args.shard)
         shapes, shard = shapes[index::count], f".shard{index}of{count}"
     families = tuple(f for f in args.families.split(",") if f and f != "none")
-    unknown = set(families) - set(FAMILIES)
+    unknown = set(families) - set(registry.searched())
     if unknown:
-        raise UsageError(f"unknown kernel families {sorted(unknown)}: use {', '.join(FAMILIES)} or none")
+        raise UsageError(f"unknown kernel families {sorted(unknown)}: use {', '.join(registry.searched())} or none")
     gpu = device_name(args.device)
     out = Path(args.out) if args.out else dispatch.cache_dir(gpu)
     records = out / f"tune{shard}.jsonl"

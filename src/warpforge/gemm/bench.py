@@ -34,7 +34,8 @@ import torch
 
 from warpforge.evaluate.bench import heap_frozen
 from warpforge.evaluate.hardware import fingerprint
-from warpforge.gemm import choices, cublaslt, dispatch
+from warpforge.gemm import choices, dispatch, families
+from warpforge.gemm.family import Problem
 from warpforge.gemm.shapes import GemmShape, gpu_slug
 from warpforge.gemm.tune import FINAL, SCREEN, ShapeBench, device_name, release_memory
 
@@ -106,17 +107,19 @@ def bench_shape(shape: GemmShape, layout: str, device: str, settings: BenchSetti
     if not base["rel_err"] <= sb.tol:
         base["error"] = f"dispatcher output wrong (relative error {base['rel_err']:.3g})"
     fns: dict[str, choices.GemmFn] = {"torch": choices.torch_choice(layout)}
-    lt_names: list[str] = []
+    lt_names: list[str] = []  # the cuBLASLt baseline's choices, the heuristic's first first
+    heuristic = ""
     if settings.cublaslt and device == "cuda":
+        lt = families.named("cublaslt")
         try:
-            lt = cublaslt.CublasLt.for_problem(a0, b0, layout)
-            lt_names = lt.names(settings.lt_variants)
+            lt_names = lt.configs(Problem(shape, layout, device, (a0, b0)), 0, settings.lt_variants)
+            heuristic = lt_names[0] if lt_names else ""
         except Exception as exc:
             base["cublaslt_error"] = f"{type(exc).__name__}: {exc}"[:300]
         refused = {}
         for n in lt_names:
             try:
-                fns[n] = lt.call(n)
+                fns[n] = lt.build(n, layout, a0, b0)
                 if not sb.verify(n, fns[n]) <= sb.tol:
                     refused[n] = "wrong result"
             except Exception as exc:  # a reconfiguration cuBLASLt refuses here is left out, and said
@@ -146,8 +149,8 @@ def bench_shape(shape: GemmShape, layout: str, device: str, settings: BenchSetti
     other, other_fn = sb.other_layout()
     for mode in settings.modes:
         budget = settings.final if mode == "offline" else settings.server
-        timed = {n: fns[n] for n in ["torch", "compile", *dict.fromkeys(["cublaslt:0", *(lt_best or [])])]
-                 if n in fns and (n != "cublaslt:0" or lt_best)}
+        timed = {n: fns[n] for n in ["torch", "compile", *dict.fromkeys([heuristic, *(lt_best or [])])]
+                 if n in fns and (n != heuristic or lt_best)}
         if mode == "offline":
             timed[f"torch_{other}"] = other_fn
         if choice != "torch":
@@ -161,8 +164,8 @@ def bench_shape(shape: GemmShape, layout: str, device: str, settings: BenchSetti
             row[f"torch_{layout}_ms"] = row["torch_ms"]
             row["torch_best_layout_ms"] = min(row["torch_ms"], row[f"torch_{other}_ms"])
         if lt_best:
-            lt_t = {n: t[n] for n in t if n.startswith("cublaslt:")}
-            row["cublaslt_heuristic_ms"] = lt_t["cublaslt:0"]["ms"]
+            lt_t = {n: t[n] for n in t if n in lt_names}
+            row["cublaslt_heuristic_ms"] = lt_t[heuristic]["ms"]
             winner = min(lt_t, key=lambda n: lt_t[n]["ms"])
             row["cublaslt_autotuned_ms"], row["cublaslt_autotuned_choice"] = lt_t[winner]["ms"], winner
         else:

@@ -1,16 +1,20 @@
 """cuBLASLt as GEMM choices (`cublaslt:<i>`, `cublaslt:<i>/splitk<k>`, `cublaslt:<i>/swz<0|1>`), through
 nvmath-python: the heuristic's algorithms for one problem, and reconfigurations of them within
-their capabilities. choices.py names them with the other choices; nvmath is imported lazily (it
-is optional)."""
+their capabilities; a baseline family (`CublasLtFamily`) of families.py. nvmath is imported lazily
+(it is optional)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from warpforge.errors import UsageError
+from warpforge.gemm.family import GemmFamily, Problem
 from warpforge.gemm.layout import GemmFn, b_view
+
+if TYPE_CHECKING:
+    from warpforge.gemm.shapes import GemmShape
 
 LT_LIMIT = 32  # algorithms asked of cuBLASLt's heuristic (cuBLAS 13.1 returned at most 8, research note §0.1)
 LT_SPLIT_K = (2, 4, 8, 16)  # split-K variants tried, each part keeping at least LT_MIN_K_PER_SPLIT of K
@@ -161,3 +165,58 @@ class CublasLt:
             own.plan(algorithms=[alg])
             self._variants[name] = (own, own.algorithms[0])
         return self._variants[name]
+
+
+class CublasLtFamily(GemmFamily):
+    """The baseline of cuBLASLt's algorithms: an index names the i-th algorithm of one problem's own
+    heuristic list, so a choice is never handed to another shape, and no plan is made while a CUDA
+    graph is being captured."""
+
+    name, form = "cublaslt", "cublaslt:<i>[/splitk<k>|/swz<0|1>]"
+    ours = searched = capturable = False
+
+    def owns(self, choice: str) -> bool:
+        return choice.startswith("cublaslt:")
+
+    def parse(self, choice: str) -> tuple[int, dict[str, int]]:
+        return parse_cublaslt(choice)
+
+    def configs(self, problem: Problem, limit: int, variants: int = 0) -> list[str]:
+        """Every algorithm the heuristic returns for the problem's operands, then the reconfigurations
+        of the first `variants` of them."""
+        if problem.device != "cuda" or problem.operands is None:
+            return []
+        return CublasLt.for_problem(*problem.operands, problem.layout).names(variants)
+
+    def why_not(self, choice: str, shape: GemmShape, layout: str, device: str) -> str | None:
+        self.parse(choice)
+        return None if device == "cuda" else "cuBLASLt runs on CUDA GPUs only"
+
+    def build(self, choice: str, layout: str, a: torch.Tensor, b: torch.Tensor) -> GemmFn:
+        return CublasLt.for_problem(a, b, layout).call(choice)
+
+    def describe(self, problem: Problem, choices: list[str]) -> dict[str, Any]:
+        """The heuristic's algorithms, and the reconfigurations as built (or refused: see their entries)."""
+        if problem.operands is None:
+            return {}
+        lt = CublasLt.for_problem(*problem.operands, problem.layout)
+        found: dict[str, Any] = {"cublaslt_algorithms": [lt.describe(i) for i in range(len(lt.algorithms))]}
+        if any("/" in n for n in choices):
+            found["cublaslt_variants"] = {n: lt.describe(n) for n in choices if "/" in n}
+        return found
+
+    def table_entry(self, choice: str, record: dict[str, Any]) -> dict[str, Any]:
+        """The algorithm as the record describes it, so a table says what its index meant where it was measured."""
+        algos = record.get("cublaslt_algorithms") or []
+        index, changed = parse_cublaslt(choice)
+        if changed and choice in (record.get("cublaslt_variants") or {}):
+            return {"cublaslt_algorithm": record["cublaslt_variants"][choice]}
+        if index < len(algos):
+            return {"cublaslt_algorithm": algos[index]}
+        return {}
+
+    def forget(self) -> None:
+        CublasLt.forget_all()
+
+
+FAMILY = CublasLtFamily()

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from warpforge.errors import UsageError
-from warpforge.gemm.layout import LAYOUTS, check_operands
+from warpforge.gemm.family import GemmFamily, Problem
+from warpforge.gemm.layout import LAYOUTS, GemmFn, check_operands
 
 if TYPE_CHECKING:
     import torch
@@ -314,3 +315,37 @@ def matmul(a: torch.Tensor, b: torch.Tensor, cfg: MmaConfig, layout: str = "nn")
     out = torch.empty((a.shape[0], n), dtype=a.dtype, device=a.device)
     launch(a, b, out, cfg, layout)
     return out
+
+
+class MmaFamily(GemmFamily):
+    """`mma_<config>`: the mma.sync kernel above, on CUDA only."""
+
+    name, form = "mma", "mma_<bm>x<bn>x<bk>_w<m>x<n>_s<stages>"
+    transferred = timed_online = True
+
+    def owns(self, choice: str) -> bool:
+        return choice.startswith("mma_")
+
+    def parse(self, choice: str) -> MmaConfig:
+        return MmaConfig.from_name(choice)
+
+    def configs(self, problem: Problem, limit: int, variants: int = 0) -> list[str]:
+        """A third as many as `limit` (at least one), with tiles no larger than the problem (rounded up to a power of two)."""
+        if problem.device != "cuda":
+            return []
+        shape = problem.shape
+        m_cap, n_cap = max(32, 1 << (shape.M - 1).bit_length()), max(64, 1 << (shape.N - 1).bit_length())
+        fit = [c for c in configs() if applicable(shape, problem.layout, c) and c.bm <= m_cap and c.bn <= n_cap]
+        return [c.name for c in fit][: max(1, limit // 3)]
+
+    def why_not(self, choice: str, shape: GemmShape, layout: str, device: str) -> str | None:
+        if device != "cuda":
+            return "the mma kernels run on CUDA GPUs only"
+        return why_not(shape, layout, self.parse(choice))
+
+    def build(self, choice: str, layout: str, a: torch.Tensor, b: torch.Tensor) -> GemmFn:
+        cfg = self.parse(choice)
+        return lambda x, y: matmul(x, y, cfg, layout)
+
+
+FAMILY = MmaFamily()

@@ -10,6 +10,7 @@ shape belong to the tuner, not here.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,13 +21,16 @@ from warpforge.gemm.cutlass_configs import (CLUSTERS, ELEMENTS, MAX_ACCUMULATORS
                                             SCHEDULES, SPLITS, SWIZZLES, CutlassConfig, Variant, _why_not,
                                             applicable, candidate_configs, configs, parse_choice, variant_names,
                                             why_not)
-from warpforge.gemm.layout import LAYOUTS, check_operands
+from warpforge.gemm.family import GemmFamily, Problem
+from warpforge.gemm.layout import LAYOUTS, GemmFn, check_operands
 
 if TYPE_CHECKING:
     import torch
 
+    from warpforge.gemm.shapes import GemmShape
+
 __all__ = ["CLUSTERS", "ELEMENTS", "MAX_ACCUMULATORS", "MIN_K_PER_SPLIT", "RASTERS", "SCHEDULES", "SPLITS", "SWIZZLES",
-           "CutlassConfig", "Library", "Variant", "applicable", "candidate_configs", "configs", "kernel", "launch",
+           "CUTLASS_BUILD", "CutlassConfig", "FAMILY", "Library", "Variant", "applicable", "candidate_configs", "configs", "kernel", "launch",
            "matmul", "parse_choice", "variant_names", "why_not"]
 
 # ---------------------------------------------------------------- GPU: ctypes
@@ -160,3 +164,82 @@ def matmul(a: torch.Tensor, b: torch.Tensor, cfg: CutlassConfig, layout: str = "
     out = torch.empty((a.shape[0], n), dtype=a.dtype, device=a.device)
     launch(a, b, out, cfg, layout, raster, swizzle, splits)
     return out
+
+
+CUTLASS_BUILD = "WARPFORGE_CUTLASS_BUILD"  # 1: a CUTLASS choice whose library is not built is built on first use
+
+
+class CutlassFamily(GemmFamily):
+    """`cutlass_<config>[/<raster><swizzle>|/k<splits>]`: the libraries above, on Hopper only. A
+    matmul call does not start a minute of nvcc unasked (`ready`); the tuner builds in parallel first."""
+
+    name, form = "cutlass", "cutlass_<config>[/<raster><swizzle>|/k<splits>]"
+    timed_online = True
+    # not `transferred`: on the 96 held-out shapes of 2026-11-27 the 9 CUTLASS choices handed on from
+    # the nearest measured shape read 0.94x over torch.matmul (4 below 0.99x, the worst 0.73x;
+    # docs/gemm.md), where the one Triton choice read 1.07x. Tuning on first use times it instead.
+
+    def owns(self, choice: str) -> bool:
+        return choice.startswith("cutlass_")
+
+    def parse(self, choice: str) -> Variant:
+        return parse_choice(choice)
+
+    def configs(self, problem: Problem, limit: int, variants: int = 0) -> list[str]:
+        """Up to `limit`: not cut to a third like mma's, this is the Hopper-native family (20 configurations)."""
+        if self._not_hopper(problem.device):
+            return []
+        return [c.name for c in candidate_configs(problem.shape, problem.layout, problem.sms)][:limit]
+
+    def why_not(self, choice: str, shape: GemmShape, layout: str, device: str) -> str | None:
+        return self._not_hopper(device) or why_not(shape, layout, self.parse(choice).cfg)
+
+    def build(self, choice: str, layout: str, a: torch.Tensor, b: torch.Tensor) -> GemmFn:
+        import torch
+
+        cfg, raster, swizzle, splits = self.parse(choice)
+        dtype = {torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(a.dtype)
+        if dtype is None:
+            raise UsageError(f"the CUTLASS kernels take float16 or bfloat16, not {a.dtype}")
+        # built (or loaded) now, not at the first call: a missing nvcc or header, or a GPU that is not
+        # Hopper, is a UsageError here, which the dispatcher turns into its fallback
+        kernel(cfg, dtype, layout, a.device)
+        return lambda x, y: matmul(x, y, cfg, layout, raster, swizzle, splits)
+
+    def ready(self, choice: str, dtype: str, layout: str) -> bool:
+        """Whether the library is carried ($WARPFORGE_CUTLASS_LIB_DIR) or in the cache (`warpforge gemm
+        build-cutlass`): a build is a minute of nvcc per configuration, which a matmul call does not
+        start unasked, only with WARPFORGE_CUTLASS_BUILD=1."""
+        if os.environ.get(CUTLASS_BUILD, "") not in ("", "0"):
+            return True
+        try:
+            return cutlass_build.find_built(self.parse(choice).cfg, dtype, layout) is not None
+        except UsageError:  # not a CUTLASS choice, or a dtype it has no instance of
+            return False
+
+    def prebuild(self, choices: list[str], dtype: str, layout: str) -> None:
+        """One nvcc per core, once (the libraries are cached on disk); a failure is remembered by
+        cutlass_build and shows in the choice's screen entry."""
+        cutlass_build.build_all((self.parse(n).cfg, dtype, layout) for n in choices)
+
+    def variants(self, ranked: list[str], problem: Problem, count: int) -> list[str]:
+        """The `count` fastest configurations again with their tile scheduler's other raster orders and
+        swizzles (run-time settings of the same library; `variant_names` says where they are worth
+        timing), and the fastest stream-K configuration's split-K factors where it is not among them
+        (its own heuristic may not split)."""
+        if count <= 0:
+            return []
+        bases = [n for n in ranked if "/" not in n]  # never a variant's variants
+        leaders = list(dict.fromkeys(bases[:count] + [n for n in bases if n.endswith("_streamk")][:1]))
+        return [v for n in leaders for v in variant_names(self.parse(n).cfg, problem.shape, problem.sms)]
+
+    @staticmethod
+    def _not_hopper(device: str) -> str | None:
+        import torch
+
+        if device != "cuda" or torch.cuda.get_device_capability() != (9, 0):
+            return "the CUTLASS sm90 kernels run only on Hopper (compute capability 9.0)"
+        return None
+
+
+FAMILY = CutlassFamily()

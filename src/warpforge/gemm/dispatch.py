@@ -7,17 +7,19 @@ WARPFORGE_GEMM_TABLE, the user's cache (~/.cache/warpforge/gemm/<gpu-slug>/table
 shipped table. A table made on another GPU model is never used.
 
 Shapes the table has not measured take the nearest measured bucket (same dtype, layout and
-alignment, each of M, N, K within 2x, nearest in log space) when its choice is a Triton or mma
-kernel, padding or a file (TRANSFERRED), and fall back to torch.matmul otherwise: a cuBLASLt
-algorithm index is specific to its problem, and a CUTLASS configuration measured slower than
-torch.matmul on most held-out shapes it was handed (see TRANSFERRED). Since the tuner keeps a
-kernel only when it beat every baseline beyond noise, a measured shape is never sent to something
-slower than torch.matmul.
+alignment, each of M, N, K within 2x, nearest in log space) when its choice's family hands it on
+(`GemmFamily.transferred`: a Triton or mma kernel, padding or a file), and fall back to
+torch.matmul otherwise: a cuBLASLt algorithm index is specific to its problem, and a CUTLASS
+configuration measured slower than torch.matmul on most held-out shapes it was handed
+(cutlass_sm90.py). Since the tuner keeps a kernel only when it beat every baseline beyond noise, a
+measured shape is never sent to something slower than torch.matmul. Kernels are reached only
+through their families (families.py), never by their names' prefixes.
 
 With WARPFORGE_GEMM_ONLINE=1 (`gemm bench --online`), an unmeasured shape is tuned on first use
 instead, among torch.matmul, cuBLASLt's algorithms (the heuristic's list and its first two
-reconfigured: split-K, swizzle) and the nearest measured bucket's kernel of any of our families,
-timed by the tuner on operands of its own, about a second once per shape and GPU model. The record is appended to
+reconfigured: split-K, swizzle) and the nearest measured bucket's kernel of our families that
+allow it (`GemmFamily.timed_online`: Triton, mma, CUTLASS), timed by the tuner on operands of
+its own, about a second once per shape and GPU model. The record is appended to
 `<cache>/online/tune.jsonl`, which later processes read back. This is the cheap per-shape
 re-resolution of cuBLASLt choices: the heuristic's ranking does not transfer from one shape to
 the next (docs/gemm.md), so it is measured on the shape itself.
@@ -43,7 +45,7 @@ import torch
 
 from warpforge import jsonl
 from warpforge.errors import UsageError
-from warpforge.gemm import choices, cublaslt
+from warpforge.gemm import choices, families
 from warpforge.gemm.shapes import GemmShape, gpu_slug
 
 _DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
@@ -54,13 +56,10 @@ def cache_dir(gpu: str) -> Path:
     return root / "gemm" / gpu_slug(gpu)
 
 
-TRANSFERRED = ("triton_", "mma_", "torch_padded", "file:")
-"""The choices an unmeasured shape takes from the nearest measured one. Not cuBLASLt's (an algorithm
-index names the i-th algorithm of one problem's heuristic list) and not CUTLASS's: on the 96
-held-out shapes of 2026-11-27 the 9 CUTLASS choices handed on this way read 0.94x over
-torch.matmul (4 below 0.99x, the worst 0.73x; docs/gemm.md), where the one Triton choice read 1.07x.
-Tuning on first use (ONLINE) times the nearest shape's kernel of any family on the shape itself."""
-TIMED_ONLINE = ("triton_", "mma_", "cutlass_")  # the nearest shape's kernels that tuning on first use tries
+def transferred(choice: str) -> bool:
+    """Whether an unmeasured shape takes `choice` from the nearest measured one (see the docstring)."""
+    family = families.find(choice)
+    return family is not None and family.transferred
 
 
 class Table:
@@ -94,7 +93,7 @@ class Table:
         if exact is not None:
             return exact, "measured"
         near = self.nearest(dtype, layout, M, N, K)
-        if near is not None and near.startswith(TRANSFERRED):
+        if near is not None and transferred(near):
             return near, "nearest"
         return "torch", "default"
 
@@ -123,7 +122,7 @@ class Table:
 
 _lock = threading.Lock()
 _tables: dict[str, Table | None] = {}
-_fns: dict[tuple[Any, ...], tuple[str, choices.GemmFn]] = {}
+_fns: dict[tuple[Any, ...], tuple[str, choices.GemmFn, bool]] = {}  # key -> (what runs, its function, capturable)
 ONLINE = "WARPFORGE_GEMM_ONLINE"  # 1: shapes no table serves are tuned on first use (online_choice)
 _online_lock = threading.Lock()
 _online: dict[str, dict[tuple[str, str, int, int, int], str]] = {}  # GPU model -> shape -> choice
@@ -160,7 +159,7 @@ def forget_kernels() -> None:
     tables: a benchmark over many shapes releases each shape's memory before the next."""
     with _lock:
         _fns.clear()
-    cublaslt.CublasLt.forget_all()
+    families.forget()
 
 
 def reset() -> None:
@@ -184,8 +183,8 @@ def online_enabled() -> bool:
 def online_choice(device: torch.device, dtype: str, layout: str, M: int, N: int, K: int,
                   neighbour: str | None = None) -> str | None:
     """With WARPFORGE_GEMM_ONLINE=1: this shape's choice among torch.matmul, cuBLASLt's algorithms
-    and `neighbour` (the nearest measured shape's kernel, when it is one of TIMED_ONLINE), tuned now
-    if no earlier process recorded it. None when off, or while a CUDA graph is being captured
+    and `neighbour` (the nearest measured shape's kernel, when its family is `timed_online`), tuned
+    now if no earlier process recorded it. None when off, or while a CUDA graph is being captured
     (nothing may be timed then; the shape is tuned on a later call)."""
     if not online_enabled() or torch.cuda.is_current_stream_capturing():
         return None
@@ -201,7 +200,8 @@ def online_choice(device: torch.device, dtype: str, layout: str, M: int, N: int,
         if key not in known:
             try:
                 with torch.cuda.device(device):
-                    extra = (neighbour,) if neighbour and neighbour.startswith(TIMED_ONLINE) else ()
+                    family = families.find(neighbour) if neighbour else None
+                    extra = (neighbour,) if neighbour and family and family.timed_online else ()
                     record = tune.tune_shape(GemmShape(M, N, K, dtype, source="online"), layout, "cuda",
                                              tune.TuneSettings(families=(), kernels=extra))
             except (RuntimeError, UsageError):  # e.g. out of memory for the tuner's own operands: not again
@@ -255,51 +255,39 @@ def _choose(a: torch.Tensor, b: torch.Tensor) -> tuple[str, str, str | None]:
             return choice, how, table.fallbacks.get((dtype, layout, M, N, K))
     if online_enabled():
         neighbour = table.nearest(dtype, layout, M, N, K) if table else None
-        if neighbour and neighbour.startswith("cutlass_") and not cutlass_ready(neighbour, dtype, layout):
-            neighbour = None
+        family = families.find(neighbour) if neighbour else None
+        if neighbour and family and not family.ready(neighbour, dtype, layout):
+            neighbour = None  # a CUTLASS library not built here: a matmul call does not build it
         online = online_choice(a.device, dtype, layout, M, N, K, neighbour)
         if online is not None:
             return online, "online", None
     return choice, how, None
 
 
-CUTLASS_BUILD = "WARPFORGE_CUTLASS_BUILD"  # 1: a CUTLASS choice whose library is not built is built on first use
-
-
-def cutlass_ready(choice: str, dtype: str, layout: str) -> bool:
-    """Whether a CUTLASS choice can run without a build: its library is carried ($WARPFORGE_CUTLASS_LIB_DIR)
-    or in the cache (`warpforge gemm build-cutlass`). A build is a minute of nvcc per configuration,
-    which a matmul call does not start unasked: only with WARPFORGE_CUTLASS_BUILD=1."""
-    if os.environ.get(CUTLASS_BUILD, "") not in ("", "0"):
-        return True
-    from warpforge.gemm import cutlass_build, cutlass_sm90
-
-    try:
-        return cutlass_build.find_built(cutlass_sm90.parse_choice(choice)[0], dtype, layout) is not None
-    except UsageError:  # not a CUTLASS choice, or a dtype it has no instance of
-        return False
-
-
 def _build(choice: str, fallback: str | None, layout: str, a: torch.Tensor, w: torch.Tensor
-           ) -> tuple[str, choices.GemmFn] | None:
-    """(what runs, its function): the choice, else the table's fallback for it (the fastest baseline
-    measured there), else torch.matmul. A choice that cannot be made here is passed over: a CUTLASS
-    library not built (cutlass_ready), a cuBLASLt reconfiguration this cuBLASLt or the workspace cap
-    refuses, a candidate file gone. None while a CUDA graph is being captured and a cuBLASLt
-    algorithm would be made: no plan is made then, and torch.matmul runs this once."""
+           ) -> tuple[str, choices.GemmFn, bool] | None:
+    """(what runs, its function, whether it may run under CUDA graph capture): the choice, else the
+    table's fallback for it (the fastest baseline measured there), else torch.matmul. A choice that
+    cannot be made here is passed over: one its family is not `ready` to build (a CUTLASS library
+    not built), a cuBLASLt reconfiguration this cuBLASLt or the workspace cap refuses, a candidate
+    file gone, a name no family owns. None while a CUDA graph is being captured and a family that
+    cannot be captured (cuBLASLt) would be made: no plan is made then, and torch.matmul runs this once."""
     dtype = _DTYPES.get(a.dtype, str(a.dtype))
     for name in (choice, fallback):
         if not name or name == "torch":
             break
-        if name.startswith("cublaslt:") and torch.cuda.is_current_stream_capturing():
+        family = families.find(name)
+        if family is None:
+            continue
+        if not family.capturable and torch.cuda.is_current_stream_capturing():
             return None
-        if name.startswith("cutlass_") and not cutlass_ready(name, dtype, layout):
+        if not family.ready(name, dtype, layout):
             continue
         try:
-            return name, choices.make_choice(name, layout, a, w)
+            return name, choices.make_choice(name, layout, a, w), family.capturable
         except UsageError:
             continue
-    return "torch", choices.torch_choice(layout)
+    return "torch", choices.torch_choice(layout), True
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -320,7 +308,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
                 if hit is None:
                     return torch.matmul(a, b)
                 _fns[key] = hit
-    if hit[0].startswith("cublaslt:") and torch.cuda.is_current_stream_capturing():
+    if not hit[2] and torch.cuda.is_current_stream_capturing():
         return torch.matmul(a, b)  # cuBLASLt is skipped under capture (see the module's docstring)
     out = hit[1](a2, w)
     return out.reshape(*a.shape[:-1], b.shape[1])

@@ -31,6 +31,8 @@ from typing import Any
 import torch
 
 from warpforge.errors import UsageError
+from warpforge.gemm.family import GemmFamily, Problem, num_sms
+from warpforge.gemm.layout import GemmFn
 from warpforge.gemm.shapes import GemmShape
 
 try:  # Triton is an optional dependency (the `triton` extra)
@@ -279,16 +281,6 @@ if HAVE_TRITON:
 # ---------------------------------------------------------------- launch
 
 _workspaces: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
-_num_sms: dict[int, int] = {}
-
-
-def num_sms(device: torch.device) -> int:
-    if device.type != "cuda":
-        return 4  # the CPU interpreter: a few programs are enough to exercise the persistent loops
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _num_sms:
-        _num_sms[index] = torch.cuda.get_device_properties(index).multi_processor_count
-    return _num_sms[index]
 
 
 def _workspace(device: torch.device, floats: int, counters: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -365,3 +357,31 @@ def matmul(a: torch.Tensor, b: torch.Tensor, cfg: TritonConfig, layout: str = "n
     out = torch.empty((a.shape[0], N), dtype=a.dtype, device=a.device)
     launch(a, b, out, cfg, layout)
     return out
+
+
+class TritonFamily(GemmFamily):
+    """`triton_<family>:<params>`: the Triton kernels above, interpreted on the CPU."""
+
+    name, form = "triton", "triton_<family>:<params>"
+    transferred = timed_online = True
+
+    def owns(self, choice: str) -> bool:
+        return choice.startswith("triton_")
+
+    def parse(self, choice: str) -> TritonConfig:
+        return TritonConfig.from_name(choice)
+
+    def configs(self, problem: Problem, limit: int, variants: int = 0) -> list[str]:
+        if not HAVE_TRITON:
+            return []
+        return [c.name for c in candidate_configs(problem.shape, problem.layout, problem.sms)][:limit]
+
+    def why_not(self, choice: str, shape: GemmShape, layout: str, device: str) -> str | None:
+        return applicable(shape, layout, self.parse(choice)) if HAVE_TRITON else "Triton is not installed"
+
+    def build(self, choice: str, layout: str, a: torch.Tensor, b: torch.Tensor) -> GemmFn:
+        cfg = self.parse(choice)
+        return lambda x, y: matmul(x, y, cfg, layout)
+
+
+FAMILY = TritonFamily()

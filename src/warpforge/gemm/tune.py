@@ -3,15 +3,16 @@ evaluator's timing function, keep a kernel only when it beats the best baseline 
 
 For one shape (and layout):
 1. fresh normal random operands (two sets) and an fp32 reference (TF32 off) per set;
-2. baselines: torch.matmul in the given layout, the other layout (reported, not dispatchable:
-   the caller's layout is what it is), zero-padding to multiples of 8 when K or N is not, and
-   every algorithm cuBLASLt's heuristic returns (nvmath-python), and the heuristic's first
-   `lt_variants` algorithms reconfigured within their capabilities (split-K, CTA swizzling);
-3. our kernels: the pruned configurations of each family (triton_gemm.candidate_configs,
-   cuda_mma.configs, cutlass_sm90.candidate_configs on Hopper), each verified on both input sets before it is timed (relative L2 error
-   below `choices.tolerance`, edge tiles included whenever the tile does not divide the shape),
-   and the fastest CUTLASS configurations again with their tile scheduler's raster orders and
-   swizzles (`cutlass_variants`);
+2. baselines (the families of families.py that are not ours): torch.matmul in the given layout,
+   the other layout (reported, not dispatchable: the caller's layout is what it is),
+   zero-padding to multiples of 8 when K or N is not, and every algorithm cuBLASLt's heuristic
+   returns (nvmath-python), and the heuristic's first `lt_variants` algorithms reconfigured
+   within their capabilities (split-K, CTA swizzling);
+3. our kernels: what each family named in `families` lists for the shape (`GemmFamily.configs`:
+   Triton's and mma's pruned spaces, CUTLASS's on Hopper), each verified on both input sets before
+   it is timed (relative L2 error below `choices.tolerance`, edge tiles included whenever the tile
+   does not divide the shape), and the run-time variants of the fastest (`variants`: CUTLASS's
+   raster orders and swizzles);
 4. a short screen (`SCREEN` budget) of everything (our kernels after a first look, `PRESCREEN`,
    that leaves out those over `drop_slower_than` times the best baseline), then the leaders re-timed with the harness's
    full budget (`FINAL`); every time is `evaluate.bench.time_calls`: L2 flushed by a read before
@@ -42,8 +43,10 @@ import torch
 from warpforge import metrics
 from warpforge.errors import UsageError
 from warpforge.evaluate.bench import heap_frozen, summarize, time_calls
-from warpforge.gemm import choices, cublaslt
+from warpforge.gemm import choices, families
 from warpforge import jsonl
+from warpforge.gemm.family import GemmFamily, Problem
+from warpforge.gemm.file_choice import choice_for
 from warpforge.gemm.shapes import GemmShape, gpu_slug
 
 SCREEN = dict(warmup_ms=5.0, rep_ms=15.0, min_reps=5, max_reps=60)
@@ -51,9 +54,9 @@ SCREEN = dict(warmup_ms=5.0, rep_ms=15.0, min_reps=5, max_reps=60)
 # `drop_slower_than` times the best baseline here) is not screened further
 PRESCREEN = dict(warmup_ms=1.0, rep_ms=3.0, min_reps=3, max_reps=10)
 FINAL = dict(warmup_ms=25.0, rep_ms=100.0, min_reps=10, max_reps=300)
-FAMILIES = ("triton", "mma", "cutlass")
-# the default families; cutlass (CUTLASS sm90 wgmma + TMA kernels) is asked for by name: measured on
-# 32 sampled shapes only so far, and each configuration is a minute of nvcc (docs/gemm.md)
+# the default families (families.searched() lists every one); cutlass (CUTLASS sm90 wgmma + TMA
+# kernels) is asked for by name: measured on 32 sampled shapes only so far, and each configuration
+# is a minute of nvcc (docs/gemm.md)
 OURS = ("triton", "mma")
 
 
@@ -79,6 +82,17 @@ class TuneSettings:
     final: dict[str, Any] = field(default_factory=lambda: dict(FINAL))
     drop_slower_than: float = 1.5
     """screened choices slower than this multiple of the best screened baseline are not re-timed"""
+
+    def times(self, family: GemmFamily) -> bool:
+        """Whether this family is timed: a baseline unless switched off (cublaslt=False), one of ours
+        when `families` names it."""
+        if family.ours:
+            return family.name in self.families
+        return self.cublaslt or family.name != "cublaslt"
+
+    def variants_for(self, family: GemmFamily) -> int:
+        """The run-time variants asked of a family: `lt_variants` of cuBLASLt, `cutlass_variants` of CUTLASS."""
+        return {"cublaslt": self.lt_variants, "cutlass": self.cutlass_variants}.get(family.name, 0)
 
 
 def device_name(device: str) -> str:
@@ -151,60 +165,38 @@ class ShapeBench:
 
 
 def our_choices(shape: GemmShape, layout: str, device: str, settings: TuneSettings) -> list[str]:
-    """Our kernels for this shape: at most `max_configs` Triton and a third as many mma configurations,
-    CUTLASS's when asked for, then `settings.kernels` and the candidate files."""
+    """Our kernels for this shape: the configurations of each family asked for (at most `max_configs`
+    of each; mma takes a third as many), then `settings.kernels` and the candidate files."""
+    problem = Problem(shape, layout, device)
     names: list[str] = []
-    if "triton" in settings.families:
-        from warpforge.gemm import triton_gemm
-
-        if triton_gemm.HAVE_TRITON:
-            sms = triton_gemm.num_sms(torch.device(device))
-            names += [c.name for c in triton_gemm.candidate_configs(shape, layout, sms)][: settings.max_configs]
-    if "mma" in settings.families and device == "cuda":
-        from warpforge.gemm import cuda_mma
-
-        # tiles no larger than the problem (rounded up to a power of two)
-        m_cap, n_cap = max(32, 1 << (shape.M - 1).bit_length()), max(64, 1 << (shape.N - 1).bit_length())
-        mma = [c for c in cuda_mma.configs() if cuda_mma.applicable(shape, layout, c) and c.bm <= m_cap and c.bn <= n_cap]
-        names += [c.name for c in mma][: max(1, settings.max_configs // 3)]
-    if "cutlass" in settings.families and device == "cuda" and torch.cuda.get_device_capability() == (9, 0):
-        from warpforge.gemm import cutlass_sm90, triton_gemm
-
-        # not cut to a third like mma: this is the Hopper-native family, and at most 20 configs
-        sms = triton_gemm.num_sms(torch.device(device))
-        names += [c.name for c in cutlass_sm90.candidate_configs(shape, layout, sms)][: settings.max_configs]
+    for family in families.REGISTERED:
+        if family.ours and settings.times(family):
+            names += [n for n in family.configs(problem, settings.max_configs, settings.variants_for(family))
+                      if family.why_not(n, shape, layout, device) is None]
     names += [n for n in settings.kernels if n not in names]
-    return names + [f"file:{Path(p).resolve()}" for p in settings.candidates]
+    return names + [choice_for(p) for p in settings.candidates]
 
 
 def prebuild(names: list[str], dtype: str, layout: str) -> None:
-    """Build the CUTLASS libraries among `names` in parallel, one nvcc per core (a minute each, once:
-    they are cached on disk). A failure is remembered by cutlass_sm90 and shows up in its screen entry."""
-    wanted = [n for n in names if n.startswith("cutlass_")]
-    if wanted:
-        from warpforge.gemm import cutlass_build, cutlass_sm90
+    """Let each family compile its choices among `names` ahead, in parallel (CUTLASS: one nvcc per
+    core, a minute each, once: they are cached on disk)."""
+    for family in families.REGISTERED:
+        mine = [n for n in names if family.owns(n)]
+        if mine:
+            family.prebuild(mine, dtype, layout)
 
-        cutlass_build.build_all((cutlass_sm90.parse_choice(n)[0], dtype, layout) for n in wanted)
 
-
-def cutlass_variants(screened: dict[str, dict[str, Any]], shape: GemmShape, device: str,
-                     settings: TuneSettings) -> list[str]:
-    """The `cutlass_variants` fastest screened CUTLASS configurations again, with their tile
-    scheduler's other raster orders and swizzles (run-time settings of the same library;
-    cutlass_sm90.variant_names says where they are worth timing), and the fastest stream-K
-    configuration's split-K factors where it is not among them (its own heuristic may not split)."""
-    if settings.cutlass_variants <= 0:
-        return []
-    ranked = sorted((n for n in screened if n.startswith("cutlass_") and "/" not in n), key=lambda n: screened[n]["ms"])
-    leaders = ranked[: settings.cutlass_variants]
-    leaders += [n for n in ranked if n.endswith("_streamk")][:1]
-    leaders = list(dict.fromkeys(leaders))
-    if not leaders:
-        return []
-    from warpforge.gemm import cutlass_sm90, triton_gemm
-
-    sms = triton_gemm.num_sms(torch.device(device))
-    return [v for n in leaders for v in cutlass_sm90.variant_names(cutlass_sm90.parse_choice(n)[0], shape, sms)]
+def variants(screened: dict[str, dict[str, Any]], problem: Problem, settings: TuneSettings) -> list[str]:
+    """More choices after the screen: each of our families' run-time variants of its fastest screened
+    choices (CUTLASS: the `cutlass_variants` fastest configurations with other raster orders and
+    swizzles, and the fastest stream-K configuration's split-K factors)."""
+    found: list[str] = []
+    for family in families.REGISTERED:
+        count = settings.variants_for(family)
+        if family.ours and count > 0:
+            ranked = sorted((n for n in screened if family.owns(n)), key=lambda n: screened[n]["ms"])
+            found += family.variants(ranked, problem, count)
+    return found
 
 
 def record_head(shape: GemmShape, layout: str, device: str) -> dict[str, Any]:
@@ -251,36 +243,42 @@ def _tune_shape(shape: GemmShape, layout: str, device: str, settings: TuneSettin
             entry["error"] = f"{type(exc).__name__}: {exc}"[:400]
         record["candidates"].append(entry)
 
-    screen("torch", "baseline")
-    if not shape.aligned:
-        screen("torch_padded", "baseline")
-    lt_names: list[str] = []
-    if settings.cublaslt and device == "cuda":
+    problem = Problem(shape, layout, device, operands=sb.sets[0])
+    baseline_choices: dict[str, list[str]] = {}  # family -> its choices, in the registry's order (torch first)
+    for family in families.REGISTERED:
+        if family.ours or not settings.times(family):
+            continue
         try:
-            lt = cublaslt.CublasLt.for_problem(*sb.sets[0], layout)
-            lt_names = lt.names(settings.lt_variants)
-            record["cublaslt_algorithms"] = [lt.describe(i) for i in range(len(lt.algorithms))]
-        except Exception as exc:
-            record["cublaslt_error"] = f"{type(exc).__name__}: {exc}"[:400]
-    for name in lt_names:
-        screen(name, "baseline")
-    if any("/" in n for n in lt_names):  # the reconfigurations as built (or refused: see their entries)
-        record["cublaslt_variants"] = {n: lt.describe(n) for n in lt_names if "/" in n}
+            names = family.configs(problem, settings.max_configs, settings.variants_for(family))
+        except Exception as exc:  # no nvmath, or cuBLASLt refusing the problem: said in the record
+            record[f"{family.name}_error"] = f"{type(exc).__name__}: {exc}"[:400]
+            continue
+        baseline_choices[family.name] = names
+        for name in names:
+            screen(name, "baseline")
+        if names:
+            try:
+                record.update(family.describe(problem, names))
+            except Exception as exc:
+                record[f"{family.name}_error"] = f"{type(exc).__name__}: {exc}"[:400]
     ours = our_choices(shape, layout, device, settings)
     prebuild(ours, shape.dtype, layout)
     for name in ours:
         screen(name, "ours")
-    for name in cutlass_variants(screened, shape, device, settings):
+    for name in variants(screened, problem, settings):
         screen(name, "ours")
     if "torch" not in screened:
         raise RuntimeError(f"torch.matmul itself failed on {shape}: {record['candidates'][0]}")
 
-    # finalists: torch, the best screened padding / cuBLASLt algorithms, our best few
+    # finalists: the two fastest screened choices of each baseline family (torch; padding; cuBLASLt), our best few
+    def ranked(names: Iterable[str]) -> list[str]:
+        return sorted((n for n in names if n in screened), key=lambda n: screened[n]["ms"])
+
     base_screen = min(s["ms"] for n, s in screened.items() if not _is_ours(n))
-    lt_ranked = sorted((n for n in screened if n.startswith("cublaslt:")), key=lambda n: screened[n]["ms"])
-    ours_ranked = sorted((n for n in screened if _is_ours(n) and screened[n]["ms"] < settings.drop_slower_than * base_screen),
-                         key=lambda n: screened[n]["ms"])
-    finalists = ["torch"] + [n for n in ("torch_padded",) if n in screened] + lt_ranked[:2] + ours_ranked[: settings.finalists]
+    lt_names = baseline_choices.get("cublaslt", [])
+    lt_ranked = ranked(lt_names)
+    ours_ranked = ranked(n for n in screened if _is_ours(n) and screened[n]["ms"] < settings.drop_slower_than * base_screen)
+    finalists = [n for names in baseline_choices.values() for n in ranked(names)[:2]] + ours_ranked[: settings.finalists]
     # the other layout: what cuBLAS does with B stored the other way round (reported, not dispatchable)
     other, fns["torch_other_layout"] = sb.other_layout()
     final = sb.time_many({n: fns[n] for n in finalists + ["torch_other_layout"]}, settings.final, rng=rng)
@@ -303,9 +301,10 @@ def _tune_shape(shape: GemmShape, layout: str, device: str, settings: TuneSettin
         record["baselines"]["torch_padded"] = final["torch_padded"]
     if lt_ranked:
         # heuristic = the first algorithm cuBLASLt returns; autotuned = the fastest of all it returns
-        heur = final.get("cublaslt:0") or sb.time(fns["cublaslt:0"], settings.final, rng=rng)
-        record["baselines"]["cublaslt_heuristic"] = {**heur, "choice": "cublaslt:0"}
-        lt_best = min((n for n in final if n.startswith("cublaslt:")), key=lambda n: final[n]["ms"])
+        heuristic = lt_names[0]
+        heur = final.get(heuristic) or sb.time(fns[heuristic], settings.final, rng=rng)
+        record["baselines"]["cublaslt_heuristic"] = {**heur, "choice": heuristic}
+        lt_best = min((n for n in final if n in lt_names), key=lambda n: final[n]["ms"])
         record["baselines"]["cublaslt_autotuned"] = {**final[lt_best], "choice": lt_best}
     record.update(choice=choice, choice_ms=final[choice]["ms"], choice_iqr_ms=final[choice]["iqr_ms"],
                   best_baseline=best_base, best_baseline_ms=final[best_base]["ms"],
@@ -314,7 +313,8 @@ def _tune_shape(shape: GemmShape, layout: str, device: str, settings: TuneSettin
 
 
 def _is_ours(name: str) -> bool:
-    return name.startswith(("triton_", "mma_", "cutlass_", "file:"))
+    family = families.find(name)
+    return family is not None and family.ours
 
 
 def _beats(fast: dict[str, Any], slow: dict[str, Any]) -> bool:
@@ -370,7 +370,7 @@ def release_memory(device: str) -> None:
     """Give back what one shape's measurement held: the cached cuBLASLt plans (with the operands,
     outputs and workspaces they keep) and the CUDA allocator's free blocks. Without it a sweep's
     memory grows with every large shape (an H200 ran out at 137 GiB on the llm set)."""
-    cublaslt.CublasLt.forget_all()
+    families.forget()
     gc.collect()
     if device == "cuda" and torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -394,13 +394,9 @@ def build_table(records: list[dict[str, Any]], gpu: str) -> dict[str, Any]:
         if _is_ours(r["choice"]) and r.get("best_baseline") not in (None, "torch"):
             # what runs where our kernel cannot (a CUTLASS library not built here, a file gone)
             entries[record_key(r)]["fallback"] = r["best_baseline"]
-        if r["choice"].startswith("cublaslt:"):
-            algos = r.get("cublaslt_algorithms") or []
-            index, changed = cublaslt.parse_cublaslt(r["choice"])
-            if changed and r["choice"] in (r.get("cublaslt_variants") or {}):
-                entries[record_key(r)]["cublaslt_algorithm"] = r["cublaslt_variants"][r["choice"]]
-            elif index < len(algos):
-                entries[record_key(r)]["cublaslt_algorithm"] = algos[index]
+        family = families.find(r["choice"])
+        if family is not None:  # e.g. which cuBLASLt algorithm the index named where it was measured
+            entries[record_key(r)].update(family.table_entry(r["choice"], r))
     if not entries:
         raise UsageError(f"no tuning records for GPU {gpu!r}: run `warpforge gemm tune` on it first")
     return {"gpu": gpu, "gpu_slug": gpu_slug(gpu), "created": time.strftime("%Y-%m-%d"),
