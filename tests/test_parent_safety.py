@@ -1,5 +1,5 @@
 """Nothing a candidate leaves behind can crash, hang or fill the parent, or reach a later
-evaluation (issue 40, Trust III; docs/DESIGN.md, "Trust boundary").
+evaluation (Trust III; ARCHITECTURE.md, "The trust boundary").
 
 Each attack is a fixture in tests/fixtures/attacks that, beside an honest matmul, leaves
 something in the folders it may write: a tree deeper than Python's recursion limit, a FIFO or a

@@ -2,7 +2,7 @@
 `EvalResult` (what the evaluator decided about it).
 
 Both are frozen. `EvalResult.to_dict()` is the `warpforge eval --json` object (a contract,
-see DESIGN.md): only extend it. An `EvalResult` redacts secrets (redact.py) from the text a
+see ARCHITECTURE.md): only extend it. An `EvalResult` redacts secrets (redact.py) from the text a
 child produced as it is built, whichever way it is built.
 """
 

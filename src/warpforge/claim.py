@@ -10,7 +10,7 @@ the one its two interquartile ranges allow, which is exactly the old "IQRs do no
 
 Every view decides and words a claim here: `warpforge eval`, the demo, eval-batch, calibrate,
 the loop's live table and exit code, `archive ls/show/best`, the report, the exports, MCP and
-the reward (docs/evaluation.md, "How a speedup is decided"). It reads result dictionaries
+the reward (docs/timing.md, "How a speedup is decided"). It reads result dictionaries
 (`EvalResult.to_dict`, the archive's stored `result`), so rows recorded under an older rule are
 re-read under this one. It measures nothing.
 """

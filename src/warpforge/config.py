@@ -63,7 +63,7 @@ class EvalConfig:
     """The round trip taken off an untrusted call's device-wide synchronize (what is left beyond it
     is work on other streams, counted): "matched", a clean round trip after an equally long wait,
     measured after each call; "idle", one per timing run with nothing pending (bench.time_calls).
-    The A/A spread of both is in docs/evaluation.md."""
+    The A/A spread of both is in docs/timing.md."""
     process_spread: float | None = None
     """How far apart two processes time the same code, beyond what their rounds show: the paired
     interval is widened by this factor each way ([low / (1 + s), high * (1 + s)]) before anything
@@ -85,7 +85,7 @@ class EvalConfig:
     compile_baseline: bool | None = None
     """Time torch.compile too; None = on for CUDA (where it pays), off for CPU (minutes of C++ builds)."""
     allow_tf32: bool = False
-    """TF32 for fp32 tasks is an explicit opt-in (DESIGN.md); also switches the baselines' TF32 on."""
+    """TF32 for fp32 tasks is an explicit opt-in (ARCHITECTURE.md); also switches the baselines' TF32 on."""
     strict_fp32: bool = False
     """True fp32: the reference's and the candidate's processes both start with TF32 off (matmuls and
     cuDNN), and the bar is calibrated from that reference. Off by default because the bar is "as

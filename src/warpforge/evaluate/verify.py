@@ -22,7 +22,7 @@ import torch
 # fp32: true fp32 arithmetic lands near 1e-7..1e-6 relative, and as far as 1.08e-5 for an fp32
 #   rewrite onto PyTorch's own SDPA kernels (CUDA-L1's KernelBench level3/31 on an H100, against
 #   1.2e-6 for the task's program: the old 1e-5 refused it); TF32 (10-bit mantissa) lands near
-#   3e-4 and bf16 near 3e-3 (device/METHOD.md, measured on H200), so 3e-5 rejects both by >=10x.
+#   3e-4 and bf16 near 3e-3 (measured on an H200; docs/evaluation.md), so 3e-5 rejects both by >=10x.
 # fp16: output rounding alone is up to 2^-11 = 4.9e-4 per element; fp32-accumulated kernels
 #   land near 1e-3 relative L2 -> 5e-3. bf16: 2^-8 = 3.9e-3 per element, and bf16 intermediates
 #   (attention, norms) reach ~1e-2 -> 2e-2, as torchbench/BackendBench use 1e-2 for both.

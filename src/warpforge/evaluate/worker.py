@@ -186,7 +186,7 @@ def _warm_up() -> None:
     CUDA context and the Triton import. Not the profiler: once CUPTI has started in a process it
     slows every later kernel launch there (Kineto leaves it subscribed; an LSTM's forward took 36.0
     ms instead of 25.7 ms on an H100), so the profile stage starts it after the timing, and pays its
-    3.5-4.1 s set-up there (docs/evaluation.md, "A/A: the reference as its own candidate")."""
+    3.5-4.1 s set-up there (docs/timing.md, "A/A: the reference as its own candidate")."""
     if torch.cuda.is_available():
         torch.ones(1024, device="cuda").sum().item()
         torch.cuda.synchronize()

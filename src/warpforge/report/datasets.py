@@ -146,7 +146,7 @@ def _finite(value: Any) -> Any:
 def import_attempts(archive: Archive, path: str | Path) -> dict[str, int]:
     """Add the rows of an `attempts` export (JSONL or Parquet) to `archive` as one new run (config
     mode "import"): how kernels from elsewhere (the committed agent campaign, a teammate's archive)
-    reach this archive. The file is not trusted (docs/DESIGN.md, "Trust boundary"): each row's
+    reach this archive. The file is not trusted (ARCHITECTURE.md, "The trust boundary"): each row's
     verdict is kept as a claim (`features["imported"]`, archive_trust.py), not as an evaluation,
     so nothing imported is a best, a dataset row or a stepping stone until `warpforge archive
     verify` has evaluated it here. A row's task must be a built-in suite task or one this archive
