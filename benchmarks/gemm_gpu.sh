@@ -2,10 +2,10 @@
 # The GEMM track on a GPU machine, in one go: GPU tests, tuning, benchmark, all written under OUT.
 #   bash benchmarks/gemm_gpu.sh OUT SET SAMPLE [MODES] [COMPILE_N]
 # e.g. bash benchmarks/gemm_gpu.sh /tmp/out cudal2 120 offline,server 8
-# RECORDS="FILE.jsonl ..." continues from committed tuning records (those shapes are not tuned again;
-# where a shape is in several files, the last one's record wins), e.g. the H100 llm benchmark of 2026-11-25:
-#   R=benchmarks/results/gemm_h100-80gb-hbm3_llm_tune
-#   RECORDS="${R}_2026-11-23.jsonl ${R}_2026-11-25.jsonl" bash benchmarks/gemm_gpu.sh OUT llm 160 offline,server 0
+# RECORDS="FILE.jsonl ..." continues from earlier tuning records (those shapes are not tuned again;
+# where a shape is in several files, the last one's record wins), e.g. the H100 llm sample's records,
+# restored from git history (benchmarks/results/README.md, "What is not kept"):
+#   RECORDS="llm_tune_a.jsonl llm_tune_b.jsonl" bash benchmarks/gemm_gpu.sh OUT llm 160 offline,server 0
 # nvmath-python (cuBLASLt baselines) is installed from wheels in .whl/ when present (an offline
 # machine); otherwise it must be importable already (pip install 'warpforge[gemm]').
 case "${1:-}" in -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0;; esac  # the comment above

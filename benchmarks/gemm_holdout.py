@@ -30,7 +30,7 @@ Rules:
   dispatcher+lt, knn-5+lt, model+lt, oracle+lt
                the same, with cuBLASLt choices transferring as re-resolved heuristic positions
 
-    python benchmarks/gemm_holdout.py --out DIR [TUNE.jsonl ...]
+    python benchmarks/gemm_holdout.py --out DIR TUNE.jsonl [TUNE.jsonl ...]
 
 prints a table and writes DIR/gemm_holdout_<date>.json.
 """
@@ -47,9 +47,6 @@ from pathlib import Path
 
 from warpforge.gemm.dispatch import transferred
 
-RESULTS = Path(__file__).resolve().parent / "results"
-DEFAULT = [RESULTS / "gemm_h100-80gb-hbm3_cudal2_tune_2026-11-25.jsonl",
-           RESULTS / "gemm_h100-80gb-hbm3_llm_tune_2026-11-25.jsonl"]
 PORTABLE = ("triton_", "mma_", "cutlass_")
 RERESOLVED = PORTABLE + ("cublaslt:",)
 
@@ -163,7 +160,8 @@ def score(h: dict, choice: str) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("files", nargs="*", type=Path, default=DEFAULT)
+    ap.add_argument("files", nargs="+", type=Path,
+                    help="tune records (`gemm tune` writes OUT/tune.jsonl; the H100 grid's are in git history, benchmarks/results/README.md says where)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     rules = ["torch", "dispatcher", "dispatcher+cutlass", "nearest", "knn-3", "knn-5", "knn-9", "model", "oracle", "dispatcher+lt",

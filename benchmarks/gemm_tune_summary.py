@@ -3,8 +3,10 @@ best configuration of each kernel family against torch.matmul (geometric mean ov
 then where each family wins, by the shape's class (three classes: latency-bound under 10 µs
 of torch.matmul, 10-50 µs, and the larger ones), as a markdown table.
 
-    python benchmarks/gemm_tune_summary.py benchmarks/results/gemm_h100-80gb-hbm3_*_tune_2026-11-23.jsonl
-    python benchmarks/gemm_tune_summary.py benchmarks/results/gemm_h200_llm_tune_2026-11-23.jsonl
+    python benchmarks/gemm_tune_summary.py OUT/tune.jsonl [MORE.jsonl ...]   # what `gemm tune --out OUT` wrote
+
+The tuning records behind the figures docs/gemm.md quotes are in git history, not in the tree
+(benchmarks/results/README.md, "What is not kept", says how to restore them).
 """
 
 from __future__ import annotations
