@@ -198,3 +198,17 @@ def test_cuda_ipc_and_files_give_the_same_verdicts():
         good, bad = evaluate(task, honest, config), evaluate(task, wrong, config)
         assert good.status == "correct", f"cuda_ipc={cuda_ipc}: {good.reason}\n{good.output_tail[-2000:]}"
         assert bad.status == "incorrect" and "tolerance" in bad.reason, f"cuda_ipc={cuda_ipc}: {bad.reason}"
+
+
+@pytest.mark.gpu
+def test_a_sandboxed_reference_judges_on_the_gpu_with_its_sets_as_files():
+    """--sandbox-reference: CUDA IPC between two sandboxes failed on an H100 (both A/A `crashed`,
+    benchmarks/results/trust3_h100_2026-12-07), so a sandboxed reference hands its sets over as files."""
+    import dataclasses
+
+    task = load_task("level1/relu")
+    config = dataclasses.replace(CONFIG, sandbox_reference=True, profile=False)
+    good = evaluate(task, Candidate.from_file(ROOT / "examples/gpu/relu__torch.py"), config)
+    bad = evaluate(task, Candidate(source=WRONG_RELU), config)
+    assert good.status == "correct", f"{good.reason}\n{good.output_tail[-2000:]}"
+    assert bad.status == "incorrect" and "tolerance" in bad.reason, bad.reason

@@ -19,6 +19,7 @@ from warpforge.candidate import Candidate, EvalResult, Timing
 from warpforge.cli import main
 from warpforge.config import EvalConfig
 from warpforge.errors import ConfigError, LLMError, UsageError
+from warpforge.evaluate import Judge
 from warpforge.executor.outbox import OutboxPool, check_task, job_key, pending_jobs, write_result
 from warpforge.executor.workers import Job
 from warpforge.propose import external
@@ -94,6 +95,9 @@ def test_sandbox_reference_runs_a_task_file_you_did_not_write_in_the_sandbox(tmp
     assert not marker.exists()
     with pytest.raises(ConfigError, match="only with the sandbox on"):
         EvalConfig(sandbox=False, sandbox_reference=True)
+    # two sandboxes cannot share CUDA IPC handles (an H100 run: the candidate could not open them)
+    with Judge(load_task("level1/relu"), EvalConfig(device="cpu", sandbox_reference=True)) as judge:
+        assert judge.sandbox_reference and judge.cfg.cuda_ipc is False
 
 
 @pytest.mark.timeout(60)

@@ -139,6 +139,8 @@ class Judge:
         if self.sandbox_reference and not self.cfg.sandbox:
             raise ConfigError(f"the task {task.name} did not come from you, so its program runs only inside the "
                               "sandbox, which --no-sandbox turned off: evaluate it with the sandbox on")
+        if self.sandbox_reference:  # CUDA IPC between two sandboxes failed on an H100 (the candidate could not
+            self.cfg = dataclasses.replace(self.cfg, cuda_ipc=False)  # open the handles): sets travel as files
         self.spares = self.cfg.spare_workers
         # tmpfs when there is one: GPU-sized inputs and outputs cross between processes as files
         shm = "/dev/shm" if _free_gb("/dev/shm") > 16 else None
