@@ -20,7 +20,9 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 LINE_BUDGET = 650
-TOTAL_BUDGET = 21_000
+# 21,000 -> 21,500: the kernel-language registry (issue 41, part 1: languages/, target.py) adds
+# 681 lines net (762 new, 81 fewer in the eleven places it replaced; 20,716 -> 21,397)
+TOTAL_BUDGET = 21_500
 
 KNOWN_CYCLES: list[set[str]] = [
     # Being removed (issue 41, part 5) by moving the worker's code off the evaluator: delete this
