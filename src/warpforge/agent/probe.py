@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from warpforge import metrics
+from warpforge import languages, metrics
 from warpforge.errors import HarnessError, TaskError
-from warpforge.evaluate.static import ALLOWED_IMPORTS
+from warpforge.evaluate.static import allowed_imports
 from warpforge.task import Task
 
 PROBE_TIMEOUT_S = 120.0
@@ -35,17 +35,21 @@ TOLERANCE_POLICY = (
     "largest magnitude; integer outputs must match exactly, NaN/Inf only where the reference has them. Each bound "
     "is widened to 4x the error of the task's own program in its native dtype, measured per evaluation, so the "
     "verdict's `tolerance` can be a little looser than shown here; computing an fp32 task in bf16/fp16/TF32 fails.")
-CANDIDATE_RULES = {
-    "contract": "a Python source defining class ModelNew(nn.Module) whose __init__ takes what get_init_inputs() "
-                "returns and whose forward takes what get_inputs() returns, with the same outputs (shape, dtype) "
-                "as Model within the tolerance",
-    "languages": "CUDA C++ through torch.utils.cpp_extension.load_inline, raw CUDA through NVRTC (CuPy RawKernel), "
-                 "Triton, C++ on the CPU, or plain PyTorch; the verdict's kernels.kind tells custom_kernel from "
-                 "pytorch_rewrite",
-    "allowed_imports": sorted(ALLOWED_IMPORTS),
-    "refused": "threads, processes, side CUDA streams, file access, patching timers or the harness, dynamic code "
-               "execution; outputs are checked on fresh inputs and on timed calls, so cached results are caught",
-}
+
+
+def candidate_rules() -> dict[str, Any]:
+    """What a candidate may be: its contract, the registered kernel languages, the import allow-list."""
+    titles = [lang.title for lang in languages.ALL]
+    return {
+        "contract": "a Python source defining class ModelNew(nn.Module) whose __init__ takes what get_init_inputs() "
+                    "returns and whose forward takes what get_inputs() returns, with the same outputs (shape, dtype) "
+                    "as Model within the tolerance",
+        "languages": f"{', '.join(titles[:-1])}, or {titles[-1]}; the verdict's kernels.kind tells custom_kernel from "
+                     "pytorch_rewrite",
+        "allowed_imports": sorted(allowed_imports()),
+        "refused": "threads, processes, side CUDA streams, file access, patching timers or the harness, dynamic code "
+                   "execution; outputs are checked on fresh inputs and on timed calls, so cached results are caught",
+    }
 
 
 @dataclass(frozen=True)

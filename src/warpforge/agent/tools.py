@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec
 
-from warpforge.agent.probe import CANDIDATE_RULES, TOLERANCE_POLICY, TaskProbe, probe, roofline
+from warpforge.agent.probe import TOLERANCE_POLICY, TaskProbe, candidate_rules, probe, roofline
 from warpforge.archive import Archive, Attempt, hardware_key
 from warpforge.candidate import Candidate
 from warpforge.config import Device, EvalConfig, cuda_available
@@ -212,7 +212,7 @@ class AgentTools:
             "roofline": roofline(found, config.device, allow_tf32),
             "baselines": self._baselines(loaded.name, machine, config),
             "best": _brief(best),
-            "candidate_rules": CANDIDATE_RULES, "notes": list(found.notes),
+            "candidate_rules": candidate_rules(), "notes": list(found.notes),
         }
 
     @tool

@@ -1,10 +1,11 @@
 """Which kinds of kernels a candidate actually ran: its own (CUDA, Triton, C++) or library
 and PyTorch ones. Results then separate "custom kernel" from "PyTorch rewrite".
 
-CUDA: one call under torch.profiler; each GPU kernel is matched against the kernel names
-found in the candidate's source (static.py) and against library name patterns. CPU: one call
-under sys.setprofile, counting calls into extensions the candidate compiled and into its
-Triton functions (run by the interpreter). It does not prove the custom kernel did the
+CUDA: one call under torch.profiler; each GPU kernel is matched against the kernel names the
+languages found in the candidate's source (static.py), library name patterns, and the patterns
+of kernels a language's runtime launches itself (PyTorch's). CPU: one call under
+sys.setprofile, counting calls into extension modules the candidate built and into its named
+kernel functions (Triton's, run by the interpreter). It does not prove the custom kernel did the
 useful work — only that it ran, and on CUDA how much of the GPU time it took.
 """
 
@@ -18,8 +19,9 @@ from typing import Any
 
 import torch
 
+from warpforge import languages
+
 LIBRARY = re.compile(r"cublas|cutlass|gemm|gemv|nvjet|xmma|cudnn|sm\d\d_|ampere_|hopper_|fft|splitK|cusparse|flash", re.I)
-TORCH = re.compile(r"at::|native::|elementwise|reduce_kernel|vectorized|triton_(poi|red|per|tem|mm)|Memcpy|Memset", re.I)
 
 
 def classify(name: str, custom_names: list[str]) -> str:
@@ -27,15 +29,19 @@ def classify(name: str, custom_names: list[str]) -> str:
         return "custom"
     if LIBRARY.search(name):
         return "library"
-    if TORCH.search(name):
+    runtime = languages.profile_pattern()  # (PyTorch's ATen and Inductor kernels)
+    if runtime and re.search(runtime, name, re.I):
         return "pytorch"
     return "other"
 
 
-def kernels_launched(run: Callable[[], Any], device: str, custom_names: list[str], extensions_dir: str) -> dict[str, Any]:
+def kernels_launched(run: Callable[[], Any], device: str, custom_names: list[str],
+                     module_dirs: list[str]) -> dict[str, Any]:
+    """`module_dirs`: the folders whose subfolders are extension modules the candidate built
+    (languages.Toolchain.modules: torch's extensions folder)."""
     if device == "cuda":
         return _cuda_kernels(run, custom_names)
-    return _cpu_calls(run, custom_names, extensions_dir)
+    return _cpu_calls(run, custom_names, module_dirs)
 
 
 def _cuda_kernels(run: Callable[[], Any], custom_names: list[str]) -> dict[str, Any]:
@@ -54,10 +60,10 @@ def _cuda_kernels(run: Callable[[], Any], custom_names: list[str]) -> dict[str, 
     return _summary(times, custom_names)
 
 
-def _cpu_calls(run: Callable[[], Any], custom_names: list[str], extensions_dir: str) -> dict[str, Any]:
+def _cpu_calls(run: Callable[[], Any], custom_names: list[str], module_dirs: list[str]) -> dict[str, Any]:
     counts: dict[str, float] = {}
     wanted = set(custom_names)
-    built = set(os.listdir(extensions_dir)) if extensions_dir and os.path.isdir(extensions_dir) else set()
+    built = {name for folder in module_dirs if folder and os.path.isdir(folder) for name in os.listdir(folder)}
 
     def tracer(frame: Any, event: str, arg: Any) -> None:
         if event == "c_call":

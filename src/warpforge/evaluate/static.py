@@ -6,23 +6,29 @@ measured error decides precision (a precision flag changes only the candidate's 
 rules are only a cheap pre-filter, each with its why: for what behaviour cannot see (rewriting the
 harness's memory in-process, threads that the run-time check cannot list or that answer its
 questions themselves) or as early, readable refusals of what the sandbox stops anyway; obfuscated
-code slips past them. Also names languages and kernels."""
+code slips past them. Also names languages and kernels. Each kernel language (languages/) adds its
+own rules: the modules its candidates import, attributes and patterns in its C++ code refused."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import symtable
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
-from warpforge import pysource
+from warpforge import languages, pysource
 
 # An allow-list: a candidate may import only what kernels are written with. Anything else
 # (io, runpy, sys, time, ...) is refused, which is what stops obfuscated file reads, process
 # tricks and harness introspection; FORBIDDEN_MODULES below gives the reason for common ones.
+# The kernel languages add the modules their candidates import (torch, triton, cupy, ...): see
+# allowed_imports().
 ALLOWED_IMPORTS = {
-    "torch", "triton", "cupy", "cupyx", "numpy", "cuda", "math", "functools", "itertools", "typing",
+    "numpy", "math", "functools", "itertools", "typing",
     "dataclasses", "collections", "operator", "os", "enum", "abc", "__future__", "warnings", "numbers",
     "ctypes",  # for pointers and sizes; its raw-memory parts are refused by CTYPES_FORBIDDEN
     # thread pools: a worker still running the candidate's job when forward() returns is caught at
@@ -97,7 +103,6 @@ FORBIDDEN_ATTRS = {
     "torch.cuda.Stream": "side streams hide work from the timer", "torch.cuda.stream": "side streams hide work from the timer",
     "torch.cuda.set_stream": "side streams hide work from the timer",
     "torch.cuda.ExternalStream": "side streams hide work from the timer",
-    "cuda.Stream": "side streams hide work from the timer", "cuda.ExternalStream": "side streams hide work from the timer",
     # Inductor's compile pools run whatever is submitted to them, off the timed call, in processes that
     # the run-time thread check does not see
     "torch._inductor.async_compile": "compile pools hide work from the timer",
@@ -128,8 +133,7 @@ FORBIDDEN_ATTRS = {
     "numpy.lib.npyio": "reading and writing files", "numpy.lib.format": "reading and writing files",
     "numpy.lib._datasource": "reading files and URLs", "numpy.f2py": "running a compiler",
     "numpy.ctypeslib": "loading libraries and wrapping any address as an array",
-    "cupy.load": "reading files", "cupy.save": "writing files", "cupy.savez": "writing files",
-    "cupy.savez_compressed": "writing files", "cupy.fromfile": "reading files",
+    # the kernel languages add theirs (CuPy's file functions, ...): see forbidden_attrs()
 }
 # No rule on precision flags (allow_tf32, set_float32_matmul_precision, reduced-precision reductions):
 # a flag changes only the candidate's own process (the reference runs in another, clean one), and its
@@ -157,50 +161,24 @@ CTYPES_FORBIDDEN = {
     "pydll": "it calls C functions", "LibraryLoader": "it calls C functions", "CFUNCTYPE": "it calls C functions",
     "PYFUNCTYPE": "it calls C functions", "util": "it finds libraries to load",
 }
-# patterns in the C++/CUDA source strings -> why.
-FORBIDDEN_NATIVE = {
-    # the timer's device-wide sync counts a side stream's work except what fits in the round trip taken
-    # off each call (see torch.cuda.Stream above)
-    r"\bcudaStreamCreate": "side streams hide work from the timer",
-    r"\bcuStreamCreate": "side streams hide work from the timer",
-    # a native thread has no Python object: the run-time check only counts the process's threads
-    # (PyTorch and Triton start their own), so behaviour cannot tell the candidate's apart
-    r"\bstd::thread\b|\bpthread_create\b|\bstd::async\b": "background threads can hide work from the timer",
-    # the sandbox contains processes, files and the network: refused early, with a reason a model can act on
-    r"\b(?:v?fork|exec[lv]\w*|posix_spawnp?|popen|system)\s*\(": "starting processes",
-    r"\b(?:f?open|freopen|fdopen|openat|creat|mmap)\s*\(|\b(?:std::)?(?:basic_)?[io]?fstream\b|\bfilebuf\b"
-    r"|std::filesystem|<fstream>": "reading or writing files",
-    r"\b(?:socket|connect|getaddrinfo|gethostbyname)\s*\(": "using the network",
-    # in-process: a loaded library's functions and raw system calls reach the harness's memory, as
-    # ctypes' CDLL would (CTYPES_FORBIDDEN)
-    r"\bdl(?:m?open|sym)\b": "loading libraries at run time",
-    r"\bsyscall\b": "raw system calls",
-    # timing only: data pinned in L2 survives the flush before each timed call, and no output shows it
-    r"\bcudaCtxResetPersistingL2Cache|cudaLimitPersistingL2CacheSize|accessPolicyWindow": "pinning data in L2 defeats the cache flush",
-}
-# a string is C++/CUDA source if it has one of these (";": a body kept apart from its #include)
-NATIVE_MARKERS = ("__global__", "__device__", "#include", "PYBIND11", "torch::", "std::", 'extern "C"', ";")
-GLOBAL_KERNEL = re.compile(r"__global__\s+\w[\w\s:<>,*]*?\b(\w+)\s*\(")
-# a kernel's attributes with arguments, before its name: `__launch_bounds__(T, 2)`, `__cluster_dims__(2, 1, 1)`
-# (KernelBench level1/38's best in issue 22 was named `__cluster_dims__` and counted as a PyTorch
-# rewrite), `__maxnreg__(64)`, `__attribute__((aligned(16)))`; their parentheses nest (strip_attributes)
-KERNEL_ATTRIBUTE = re.compile(r"\b__(?:launch_bounds|cluster_dims|maxnreg|attribute)__\s*\(")
+# The C and C++ code in a candidate's strings has its own rules (languages/native.py: threads,
+# processes, files, the network, raw system calls, pinning L2), added by the languages written in it.
 
 
-def strip_attributes(text: str) -> str:
-    """`text` with each KERNEL_ATTRIBUTE and its balanced parenthesised arguments blanked out."""
-    out, pos = [], 0
-    while (m := KERNEL_ATTRIBUTE.search(text, pos)) is not None:
-        depth, end = 1, m.end()
-        while end < len(text) and depth:
-            depth += {"(": 1, ")": -1}.get(text[end], 0)
-            end += 1
-        out += [text[pos:m.start()], " "]
-        pos = end
-    return "".join(out) + text[pos:]
-# comments, for naming kernels only: `__launch_bounds__(T, 2)  // a note` before the name hid it
-# (the forbidden-call check reads the source as written, where a `//` inside a string cannot hide code)
-C_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+def allowed_imports() -> frozenset[str]:
+    """ALLOWED_IMPORTS and the modules every kernel language's candidates import."""
+    return _with_languages(languages.ALL)[0]
+
+
+def forbidden_attrs() -> Mapping[str, str]:
+    """FORBIDDEN_ATTRS and every kernel language's own."""
+    return _with_languages(languages.ALL)[1]
+
+
+@functools.lru_cache(maxsize=4)
+def _with_languages(registered: tuple[languages.Language, ...]) -> tuple[frozenset[str], Mapping[str, str]]:
+    rules = languages.rules()
+    return frozenset(ALLOWED_IMPORTS | rules.imports), MappingProxyType({**FORBIDDEN_ATTRS, **rules.attrs})
 
 
 @dataclass(frozen=True)
@@ -219,22 +197,13 @@ def check_source(source: str) -> StaticReport:
         scopes = symtable.symtable(source, "<candidate>", "exec")
     except SyntaxError as exc:
         return StaticReport(syntax_error=f"line {exc.lineno}: {exc.msg}")
-    native = "\n".join(s for s in _strings(tree) if any(m in s for m in NATIVE_MARKERS))
-    problem = _python_problem(tree, _builtin_reads(scopes)) or _native_problem(native)
+    view = languages.SourceView(source, tree)
+    problem = _python_problem(tree, _builtin_reads(scopes)) or _native_problem(view.native)
     if "ModelNew" not in {n.name for n in tree.body if isinstance(n, ast.ClassDef)} and not any(
             isinstance(n, (ast.Assign, ast.ImportFrom)) and "ModelNew" in ast.dump(n) for n in tree.body):
         return StaticReport(syntax_error="the candidate does not define class ModelNew")
-    kernels = set(GLOBAL_KERNEL.findall(strip_attributes(C_COMMENT.sub(" ", native))))
-    kernels |= _triton_kernels(tree)
-    return StaticReport(rejected=problem, languages=_languages(source), kernel_names=tuple(sorted(kernels)))
-
-
-def _strings(tree: ast.Module) -> list[str]:
-    """String constants, docstrings left out (prose that names a C function is not a call of it)."""
-    docs = {id(n.body[0].value) for n in ast.walk(tree)
-            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
-            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
-    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+    return StaticReport(rejected=problem, languages=tuple(lang.name for lang in languages.detect_all(source)),
+                        kernel_names=tuple(sorted(languages.kernel_names(view))))
 
 
 def _dotted(node: ast.AST) -> str:
@@ -308,8 +277,9 @@ def _import_problem(node: ast.Import | ast.ImportFrom) -> str | None:
         root = name.split(".")[0]
         if root in FORBIDDEN_MODULES:
             return f"imports {name}: {FORBIDDEN_MODULES[root]}"
-        if root not in ALLOWED_IMPORTS:
-            return f"imports {name}: only {', '.join(sorted(ALLOWED_IMPORTS))} may be imported"
+        allowed = allowed_imports()
+        if root not in allowed:
+            return f"imports {name}: only {', '.join(sorted(allowed))} may be imported"
         problem = _chain_problem(name)
         if problem:
             return problem
@@ -379,7 +349,7 @@ def _ctypes_problem(name: str) -> str | None:
 
 def _attr_problem(dotted: str) -> str | None:
     padded = f".{dotted}."
-    for pattern, why in FORBIDDEN_ATTRS.items():
+    for pattern, why in forbidden_attrs().items():
         if f".{pattern}." in padded:
             return f"uses {dotted}: {why} is not allowed"
     return None
@@ -439,30 +409,8 @@ def _bound_in_function(table: symtable.SymbolTable, sym: symtable.Symbol) -> boo
 
 
 def _native_problem(native: str) -> str | None:
-    for pattern, why in FORBIDDEN_NATIVE.items():
+    for pattern, why in languages.rules().native.items():
         match = re.search(pattern, native)
         if match:
             return f"its C++/CUDA source uses {match.group(0).strip()}: {why} is not allowed"
     return None
-
-
-def _triton_kernels(tree: ast.Module) -> set[str]:
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef):
-            for dec in node.decorator_list:
-                target = dec.func if isinstance(dec, ast.Call) else dec
-                if _dotted(target).endswith("jit") or _dotted(target).endswith("autotune"):
-                    names.add(node.name)
-    return names
-
-
-def _languages(source: str) -> tuple[str, ...]:
-    found = []
-    if "load_inline" in source or "cpp_extension" in source:
-        found.append("cuda_cpp" if "cuda_sources" in source or "__global__" in source else "cpp")
-    if "RawKernel" in source or "RawModule" in source or "nvrtc" in source.lower() or "cuda.core" in source:
-        found.append("nvrtc")
-    if "triton" in source:
-        found.append("triton")
-    return tuple(found) or ("pytorch",)

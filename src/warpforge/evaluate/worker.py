@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from warpforge import languages
 from warpforge.errors import CandidateFault, MisshapenOutputs, Rejected
 from warpforge.evaluate import bench, debug, inputs as inputs_mod, precision, sandbox, shared, state
 from warpforge.evaluate.guard import Guard
@@ -183,17 +184,15 @@ def _stages(channel: sandbox.Channel, imported: StageCall, spec: CandidateSpec, 
 
 def _warm_up() -> None:
     """Pay the one-time costs before any candidate code, while this process waits as a spare: the
-    CUDA context and the Triton import. Not the profiler: once CUPTI has started in a process it
-    slows every later kernel launch there (Kineto leaves it subscribed; an LSTM's forward took 36.0
-    ms instead of 25.7 ms on an H100), so the profile stage starts it after the timing, and pays its
-    3.5-4.1 s set-up there (docs/timing.md, "A/A: the reference as its own candidate")."""
+    CUDA context and the kernel languages' imports (Triton's). Not the profiler: once CUPTI has
+    started in a process it slows every later kernel launch there (Kineto leaves it subscribed; an
+    LSTM's forward took 36.0 ms instead of 25.7 ms on an H100), so the profile stage starts it after
+    the timing, and pays its 3.5-4.1 s set-up there (docs/timing.md, "A/A: the reference as its
+    own candidate")."""
     if torch.cuda.is_available():
         torch.ones(1024, device="cuda").sum().item()
         torch.cuda.synchronize()
-    try:
-        import triton  # noqa: F401  (most candidates that need it import it; harmless otherwise)
-    except ImportError:
-        pass
+    languages.warm_up()
 
 
 def _import_candidate(path: str) -> Any:
@@ -527,7 +526,7 @@ def _profile(model: torch.nn.Module, trial: list[Any], spec: CandidateSpec, devi
     args = _to_device(trial, device)
     with torch.no_grad():
         return kernels_launched(lambda: _forward(model, args), device, spec.kernel_names,
-                                os.environ.get("TORCH_EXTENSIONS_DIR", ""))
+                                [os.environ.get(tc.env_var, "") for tc in languages.toolchains() if tc.modules])
 
 
 if __name__ == "__main__":

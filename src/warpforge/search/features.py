@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-LANGUAGES = ("cuda", "nvrtc", "triton", "cpp", "pytorch")
+from warpforge import languages
 
 
 @dataclass(frozen=True)
@@ -40,25 +40,15 @@ _TILE = re.compile(r"\b(BLOCK(?:_SIZE)?(?:_[MNK])?|TILE(?:_[MNK])?|BM|BN|BK)\s*[
 
 
 def language_of(source: str) -> str:
-    """cuda (load_inline with CUDA sources), nvrtc (CuPy / cuda.core), triton, cpp (load_inline,
-    C++ only), or pytorch (no kernel of its own)."""
-    if "triton.jit" in source or "@jit" in source and "triton" in source:
-        return "triton"
-    if re.search(r"\b(RawKernel|RawModule|cuda\.core|nvrtc)\b", source):
-        return "nvrtc"
-    if "load_inline" in source or "cpp_extension" in source:
-        return "cuda" if ("cuda_sources" in source or "__global__" in source) else "cpp"
-    return "pytorch"
+    """The name of the source's kernel language (languages.detect): cuda (load_inline with CUDA
+    sources), nvrtc (CuPy / cuda.core), triton, cpp (load_inline, C++ only), or pytorch (no kernel
+    of its own)."""
+    return languages.detect(source).name
 
 
 def features_of(source: str) -> Features:
-    language = language_of(source)
-    if language == "triton":
-        kernels = len(re.findall(r"@triton\.jit", source))
-    elif language == "pytorch":
-        kernels = 0
-    else:
-        kernels = len(re.findall(r"__global__", source)) or len(re.findall(r"\bPYBIND11_MODULE|functions\s*=", source))
+    language = languages.detect(source)
     tiles = sorted({f"{name}={value}" for name, value in _TILE.findall(source)})
-    return Features(language=language, tensor_cores=bool(_TENSOR_CORES.search(source)),
-                    shared_memory=bool(_SHARED.search(source)), kernels=kernels, tile=",".join(tiles[:6]))
+    return Features(language=language.name, tensor_cores=bool(_TENSOR_CORES.search(source)),
+                    shared_memory=bool(_SHARED.search(source)), kernels=language.count_kernels(source),
+                    tile=",".join(tiles[:6]))
