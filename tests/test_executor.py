@@ -19,6 +19,7 @@ from warpforge.config import EvalConfig
 from warpforge.errors import UsageError
 from warpforge.executor import Job, evaluate_batch, local_slots, ray_slots, run_jobs
 from warpforge.cli.batch import parse_pairs
+from warpforge.target import Target
 
 FIX = Path(__file__).parent / "fixtures"
 PAIRS = [
@@ -199,7 +200,7 @@ def test_pool_with_a_compile_pool_builds_first_and_keeps_the_verdicts(build_cach
     jobs = [Job(0, str(RELU_TASK), str(Path(__file__).parents[1] / "examples/relu_cpp.py")),
             Job(1, str(RELU_TASK), str(broken)),
             Job(2, PAIRS[0][0], PAIRS[0][1])]
-    pool = EvalPool.from_slots(local_slots(config, 1), compiler=Compiler(config, arch="", workers=2))
+    pool = EvalPool.from_slots(local_slots(config, 1), compiler=Compiler(config, Target("cuda"), workers=2))
     try:
         results = pool.map(jobs)
     finally:
@@ -324,7 +325,7 @@ def test_ray_compile_jobs_fill_the_same_cache(ray_cluster: Any, build_cache: Pat
     from warpforge.executor import Compiler
 
     config = EvalConfig(device="cpu", bench=False, spare_workers=0, cache_dir=str(build_cache), timeout_s=300)
-    compiler = Compiler(config, arch="", workers=1, executor="ray")
+    compiler = Compiler(config, Target("cuda"), workers=1, executor="ray")
     try:
         done = compiler.submit(BUILDS).result(timeout=600)
         broken = compiler.submit(BUILDS.replace("return out;", "return out  // missing semicolon")).result(timeout=600)

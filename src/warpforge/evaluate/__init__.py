@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from warpforge import languages
 from warpforge.candidate import Candidate, EvalResult, Precompiled, PrecompileStatus, Timing
 from warpforge.config import EvalConfig
 from warpforge.errors import ConfigError, HarnessError, TaskError
@@ -42,6 +43,8 @@ from warpforge.evaluate.verdict import (CONTENT_CACHE_RATIO, SPEED_OF_LIGHT_SLAC
                                         decide, fresh_calls_to_check, fresh_summaries, with_verdict)
 from warpforge.evaluate.verify import (Comparison, RefSummary, degenerate_note, insensitive_note, tolerance_for,
                                         unfinite_note)
+from warpforge.languages import needs_build
+from warpforge.target import CPU, Target, build_target
 from warpforge.task import Task
 
 __all__ = ["CONTENT_CACHE_RATIO", "SPEED_OF_LIGHT_SLACK", "Judge", "content_cache_suspected", "evaluate", "needs_build",
@@ -58,19 +61,9 @@ def evaluate(task: Task, candidate: Candidate, config: EvalConfig) -> EvalResult
         return judge.evaluate(candidate)
 
 
-BUILD_MARKERS = ("load_inline", "cpp_extension")
-
-
-def needs_build(source: str) -> bool:
-    """Whether importing this source builds a C++/CUDA extension (load_inline and the like): the
-    slow compile that a CPU pool can do ahead of the GPU. Triton and NVRTC kernels compile at
-    their first launch, on the GPU worker."""
-    return any(marker in source for marker in BUILD_MARKERS)
-
-
-def precompile(source: str, config: EvalConfig, arch: str) -> Precompiled:
+def precompile(source: str, config: EvalConfig, target: Target) -> Precompiled:
     """Import a candidate in a sandboxed child that sees no GPU, so the extensions it builds land
-    in the compile cache under the key a GPU worker with TORCH_CUDA_ARCH_LIST=`arch` looks up.
+    in the compile cache under the key a GPU worker building for `target` looks up.
 
     Nothing of the candidate runs beyond its import and no verdict comes of it: a failure here is
     only reported (`status`), and the GPU worker's own evaluation gives the verdict. The same
@@ -84,19 +77,20 @@ def precompile(source: str, config: EvalConfig, arch: str) -> Precompiled:
     tmp, private = root / "work", root / "cache"
     tmp.mkdir()
     private.mkdir()
-    key = compile_mod.cache_key(source, arch)
+    key = compile_mod.cache_key(source, target)
     try:
         (tmp / "candidate.py").write_text(source)
         staged = None
         if cfg.sandbox:
             staged = compile_mod.stage(cfg.cache_dir, key, private)
-            cache = compile_mod.private_env(jail.CACHE_MOUNT, arch)
+            cache = compile_mod.private_env(jail.CACHE_MOUNT, target)
         else:
-            cache = compile_mod.cache_env(cfg.cache_dir, source, arch)
+            cache = compile_mod.cache_env(cfg.cache_dir, source, target)
         spec = CandidateSpec(str(tmp / "candidate.py"), "cpu", {**cache, "MAX_JOBS": "2"}, compile_only=True)
         (tmp / "spec.json").write_text(spec.to_json())
-        env = {**_child_env(dataclasses.replace(cfg, device="cpu")), "TORCH_CUDA_ARCH_LIST": arch}
-        env.pop("TRITON_INTERPRET", None)
+        env = {**_child_env(dataclasses.replace(cfg, device="cpu")), "TORCH_CUDA_ARCH_LIST": target.arch_list}
+        for name in languages.env(CPU):  # it builds for the GPU: no language runs the CPU's way
+            env.pop(name, None)
         child = Child("warpforge.evaluate.worker", [], env=env, cwd=str(tmp), output_limit_bytes=cfg.output_limit_kb * 1024,
                       jail=_jail(cfg, tmp, private))
         watch = _folder_limit(cfg, [tmp, private])
@@ -142,6 +136,7 @@ class Judge:
         if self.sandbox_reference:  # CUDA IPC between two sandboxes failed on an H100 (the candidate could not
             self.cfg = dataclasses.replace(self.cfg, cuda_ipc=False)  # open the handles): sets travel as files
         self.spares = self.cfg.spare_workers
+        self.target = build_target(self.cfg.device)  # what candidates build for: their cache key, the baselines'
         # tmpfs when there is one: GPU-sized inputs and outputs cross between processes as files
         shm = "/dev/shm" if _free_gb("/dev/shm") > 16 else None
         # a pool worker's Judges live under the folder its pool removes when the worker dies
@@ -333,9 +328,8 @@ class Judge:
         result = decide(outcome, view, reference, cfg, base)
         built = any(m["type"] == "compiled" for m in outcome.messages) and not outcome.over_limit
         if cfg.sandbox and built:  # what a successful build made, nothing else (compile.build_products)
-            arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
-            compile_mod.publish(cfg.cache_dir, compile_mod.cache_key(candidate.source, arch), workdir.parent / "cache",
-                                staged)
+            compile_mod.publish(cfg.cache_dir, compile_mod.cache_key(candidate.source, self.target),
+                                workdir.parent / "cache", staged)
         return result
 
     def _time_reference_round(self, positions: list[list[int]], first: bool = False) -> dict[str, Any]:
@@ -368,12 +362,11 @@ class Judge:
     def _cache_env(self, candidate: Candidate, private: Path) -> dict[str, str]:
         """Where the candidate's toolchains cache their builds: a private copy of its own entry when
         sandboxed, the shared cache when not."""
-        arch = os.environ.get("TORCH_CUDA_ARCH_LIST", "")
         if not self.cfg.sandbox:
-            return compile_mod.cache_env(self.cfg.cache_dir, candidate.source, arch)
+            return compile_mod.cache_env(self.cfg.cache_dir, candidate.source, self.target)
         self._staged = {} if self._unstaged else \
-            compile_mod.stage(self.cfg.cache_dir, compile_mod.cache_key(candidate.source, arch), private)
-        return compile_mod.private_env(jail.CACHE_MOUNT, arch)
+            compile_mod.stage(self.cfg.cache_dir, compile_mod.cache_key(candidate.source, self.target), private)
+        return compile_mod.private_env(jail.CACHE_MOUNT, self.target)
 
     def _compare(self, files: list[str], reference: Reference,
                  positions: list[list[int]]) -> tuple[Comparison, dict[tuple[int, ...], RefSummary]]:
@@ -404,7 +397,7 @@ class Judge:
             task_path=str(self.task.path), sizes=self.task.sizes(cfg.size or ""), device=str(cfg.device),
             init_seed=self._init_seed, allow_tf32=self.allow_tf32, compile_baseline=cfg.compile_baseline,
             bench_args=_bench_args(cfg), task_hash=self.task.source_hash,
-            baseline_cache_dir=str(Path(cfg.cache_dir) / "baselines") if cfg.reuse_baselines else "",
+            baseline_cache_dir=str(Path(cfg.cache_dir) / "baselines" / str(self.target)) if cfg.reuse_baselines else "",
             # a task with no CPU preset (KernelBench's files carry their GPU sizes only) is scaled down
             fit_bytes=CPU_BYTES if cfg.size == "cpu" and "cpu" not in (self.task.metadata.get("sizes") or {}) else 0,
             strict_fp32=cfg.strict_fp32)
@@ -625,8 +618,8 @@ def _child_env(cfg: EvalConfig) -> dict[str, str]:
     """The children's allow-listed environment (no keys or tokens); a candidate's own
     compile-cache folders come in its spec."""
     env = jail.environment()
+    env.update(languages.env(build_target(str(cfg.device))))  # a language's own (Triton's interpreter on the CPU)
     if cfg.device == "cpu":
-        env["TRITON_INTERPRET"] = "1"  # Triton kernels run on the CPU through its interpreter
         env["CUDA_VISIBLE_DEVICES"] = ""
         threads = str(cfg.cpu_threads or 1)  # the same count for the reference and the candidate
         env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads)

@@ -1,8 +1,8 @@
 """Compile caches and compile-error summaries.
 
 Candidates compile themselves when imported (load_inline, Triton's JIT, CuPy's NVRTC); this
-module points every one of those toolchains at a cache directory keyed by the source hash,
-the toolchain versions and the GPU architecture, so a re-evaluation of the same source is
+module points every kernel language's toolchains (languages/) at a cache directory keyed by the
+source hash, the toolchain versions and the target, so a re-evaluation of the same source is
 warm, and turns a wall of compiler output into the few lines an LLM needs to repair it.
 A sandboxed candidate never writes the shared cache: it gets a private copy of its own key's
 entry (`stage`), and the parent publishes what its build made back under that key (`publish`):
@@ -17,50 +17,29 @@ import os
 import re
 import shutil
 import stat
-import subprocess
-from functools import lru_cache
 from pathlib import Path
 
+from warpforge import languages
 from warpforge.evaluate import leftovers
 from warpforge.evaluate.leftovers import remove_tree
+from warpforge.target import Target
 
 
-@lru_cache(maxsize=1)
 def toolchain_fingerprint() -> str:
-    """nvcc, torch and triton versions; part of every cache key."""
-    parts = []
-    nvcc = shutil.which("nvcc") or (os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc") if "CUDA_HOME" in os.environ else None)
-    if nvcc and os.path.exists(nvcc):
-        try:
-            out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=20).stdout
-            parts.append(out.strip().splitlines()[-1] if out.strip() else "nvcc")
-        except (OSError, subprocess.SubprocessError):
-            parts.append("nvcc?")
-    try:
-        import torch
-
-        parts.append(f"torch {torch.__version__}")
-    except ImportError:
-        pass
-    try:
-        from importlib.metadata import version
-
-        parts.append(f"triton {version('triton')}")
-    except Exception:
-        pass
-    return "; ".join(parts)
+    """The kernel languages' toolchain versions (nvcc, torch, triton); part of every cache key."""
+    return languages.fingerprint()
 
 
-def cache_key(source: str, arch: str) -> str:
-    return hashlib.sha256(f"{source}\0{toolchain_fingerprint()}\0{arch}".encode()).hexdigest()[:20]
+def cache_key(source: str, target: Target) -> str:
+    return hashlib.sha256(f"{source}\0{toolchain_fingerprint()}\0{target.arch_list}".encode()).hexdigest()[:20]
 
 
-def private_env(root: str, arch: str) -> dict[str, str]:
+def private_env(root: str, target: Target) -> dict[str, str]:
     """Environment variables that send every toolchain's build products to one private folder."""
-    env = {"TORCH_EXTENSIONS_DIR": f"{root}/torch_extensions", "TRITON_CACHE_DIR": f"{root}/triton",
-           "CUPY_CACHE_DIR": f"{root}/cupy", "MAX_JOBS": os.environ.get("MAX_JOBS", str(min(os.cpu_count() or 1, 16)))}
-    if arch:
-        env["TORCH_CUDA_ARCH_LIST"] = arch
+    env = {tc.env_var: f"{root}/{tc.folder}" for tc in languages.toolchains()}
+    env["MAX_JOBS"] = os.environ.get("MAX_JOBS", str(min(os.cpu_count() or 1, 16)))
+    if target.arch_list:
+        env["TORCH_CUDA_ARCH_LIST"] = target.arch_list
     return env
 
 
@@ -73,29 +52,21 @@ def stage(cache_dir: str, key: str, private: Path) -> dict[str, tuple[int, int]]
     return build_products(private)
 
 
-# What a build writes into the toolchain folders of a private cache (compile.private_env): torch's
-# extension builds (TORCH_EXTENSIONS_DIR/<name>/: ninja's files, the sources load_inline writes,
-# objects, the library), Triton's cache (TRITON_CACHE_DIR/<hash>/: each stage's IR, the binary,
-# its metadata, the launcher) and CuPy's kernel cache (CUPY_CACHE_DIR/<file>). Nothing else of a
-# candidate's cache is published: no other name, nothing deeper, no link, FIFO or device.
-PRODUCT_SUFFIXES = {
-    "torch_extensions": (".so", ".o", ".ninja", ".ninja_log", ".ninja_deps", ".cpp", ".cu", ".cuh", ".c", ".cc", ".h",
-                         ".hpp"),
-    "triton": (".json", ".ttir", ".ttgir", ".llir", ".ptx", ".cubin", ".so", ".source", ".hsaco", ".amdgcn", ".spv"),
-    "cupy": (".cubin", ".ptx", ".hsaco"),
-}
-PRODUCT_DEPTH = {"torch_extensions": 3, "triton": 3, "cupy": 2}  # parts of a product's path, toolchain included
+# What a build writes into the toolchain folders of a private cache (compile.private_env): each
+# toolchain's allow-list (languages.Toolchain: suffixes, depth). Nothing else of a candidate's cache
+# is published: no other name, nothing deeper, no link, FIFO or device.
 # A build folder larger than this is not kept: load_inline builds measure a few MB to tens of MB.
 PUBLISH_LIMIT_BYTES = 1 << 30
 PUBLISH_LIMIT_FILES = 5_000
 
 
 def build_products(folder: Path) -> dict[str, tuple[int, int]]:
-    """Relative path -> (size, mtime in ns) of the build products under `folder` (PRODUCT_SUFFIXES):
-    regular files only, never deeper than PRODUCT_DEPTH, never through a link. Bounded: the walk
+    """Relative path -> (size, mtime in ns) of the build products under `folder` (each toolchain's
+    suffixes): regular files only, never deeper than its depth, never through a link. Bounded: the walk
     looks at 4 x PUBLISH_LIMIT_FILES entries at most (a folder holding more gives nothing)."""
     found: dict[str, tuple[int, int]] = {}
-    todo: list[tuple[str, ...]] = [(tool,) for tool in PRODUCT_SUFFIXES]
+    tools = {tc.folder: tc for tc in languages.toolchains()}
+    todo: list[tuple[str, ...]] = [(folder,) for folder in tools]
     seen = 0
     while todo:
         parts = todo.pop()
@@ -107,7 +78,7 @@ def build_products(folder: Path) -> dict[str, tuple[int, int]]:
         seen += len(entries)
         if seen > 4 * PUBLISH_LIMIT_FILES:  # junk beside the products: none of it is kept
             return {}
-        depth, suffixes = PRODUCT_DEPTH[parts[0]], PRODUCT_SUFFIXES[parts[0]]
+        depth, suffixes = tools[parts[0]].depth, tools[parts[0]].suffixes
         for name, info in entries:
             path = (*parts, name)
             if stat.S_ISDIR(info.st_mode) and len(path) < depth:
@@ -160,23 +131,19 @@ def _copy_products(source: Path, target: Path, products: dict[str, tuple[int, in
             continue
 
 
-def cache_env(cache_dir: str, source: str, arch: str) -> dict[str, str]:
+def cache_env(cache_dir: str, source: str, target: Target) -> dict[str, str]:
     """Environment variables that send every toolchain's build products to the shared compile cache
     (unsandboxed candidates only: a sandboxed one writes a private copy, see `stage`)."""
-    key = cache_key(source, arch)
+    key = cache_key(source, target)
     root = Path(cache_dir) / "compile"
-    ext_dir = root / "torch_extensions" / key
-    ext_dir.mkdir(parents=True, exist_ok=True)
-    (root / "triton").mkdir(parents=True, exist_ok=True)
-    (root / "cupy").mkdir(parents=True, exist_ok=True)
-    env = {
-        "TORCH_EXTENSIONS_DIR": str(ext_dir),
-        "TRITON_CACHE_DIR": str(root / "triton"),
-        "CUPY_CACHE_DIR": str(root / "cupy"),
-        "MAX_JOBS": os.environ.get("MAX_JOBS", str(min(os.cpu_count() or 1, 16))),
-    }
-    if arch:
-        env["TORCH_CUDA_ARCH_LIST"] = arch
+    env = {}
+    for tc in languages.toolchains():
+        folder = root / tc.folder / key if tc.per_source else root / tc.folder
+        folder.mkdir(parents=True, exist_ok=True)
+        env[tc.env_var] = str(folder)
+    env["MAX_JOBS"] = os.environ.get("MAX_JOBS", str(min(os.cpu_count() or 1, 16)))
+    if target.arch_list:
+        env["TORCH_CUDA_ARCH_LIST"] = target.arch_list
     return env
 
 

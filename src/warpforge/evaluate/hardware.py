@@ -1,10 +1,13 @@
-"""A fingerprint of the machine a result was measured on (GPU/CPU, driver, CUDA, versions)."""
+"""A fingerprint of the machine a result was measured on (GPU/CPU, driver, CUDA, versions, and
+its target: `cpu`, `sm_90a`)."""
 
 from __future__ import annotations
 
 import platform
 import subprocess
 from typing import Any
+
+from warpforge.target import CPU, Target
 
 
 def fingerprint(device: str) -> dict[str, Any]:
@@ -23,11 +26,12 @@ def fingerprint(device: str) -> dict[str, Any]:
         info["triton"] = version("triton")
     except Exception:
         info["triton"] = None
+    info["target"] = str(CPU if device == "cpu" else Target("cuda"))
     if device == "cuda" and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         info.update(gpu=props.name, sm_count=props.multi_processor_count,
                     capability=f"{props.major}.{props.minor}", gpu_memory_gb=round(props.total_memory / 2**30, 1),
-                    driver=_driver_version())
+                    driver=_driver_version(), target=str(Target.from_capability(props.major, props.minor)))
     return info
 
 

@@ -35,6 +35,7 @@ from warpforge.errors import UsageError
 from warpforge.executor.compile_pool import Compiler, default_compile_workers, needs_build
 from warpforge.executor.workers import (EvalWorker, Job, LocalSlot, RaySlot, Slot, WorkerLost, config_from_dict,
                                         local_slots, ray_slots)
+from warpforge.target import Target
 
 __all__ = ["EXECUTORS", "Compiler", "EvalPool", "EvalWorker", "Job", "LocalSlot", "RaySlot", "Slot", "TaskQueue", "WorkerLost",
            "config_from_dict", "default_compile_workers", "evaluate_batch", "local_slots", "ray_slots", "run_jobs"]
@@ -140,20 +141,20 @@ class EvalPool:
         if executor not in EXECUTORS:
             raise UsageError(f"unknown executor {executor!r}: use local or ray")
         cfg = config.resolved()
-        arch = ""
+        target = None
         if cfg.device == "cuda" and compile_workers != 0:
             from warpforge.evaluate.hardware import visible_gpu_arch
 
-            arch = os.environ.get("TORCH_CUDA_ARCH_LIST") or visible_gpu_arch()
-        env = {"TORCH_CUDA_ARCH_LIST": arch} if arch else {}
+            target = Target.from_arch_list(os.environ.get("TORCH_CUDA_ARCH_LIST") or visible_gpu_arch())
+        env = {"TORCH_CUDA_ARCH_LIST": target.arch_list} if target is not None and target.arch else {}
         if executor == "local":
             slots = local_slots(config, workers, env=env)
         else:
             slots = ray_slots(config, workers, ray_address, env=env)
         compiler = None
-        if arch:
+        if target is not None and target.arch:
             n = compile_workers if compile_workers is not None else default_compile_workers(len(slots))
-            compiler = Compiler(cfg, arch, n, executor)
+            compiler = Compiler(cfg, target, n, executor)
         self._start(slots, retries, compiler)
 
     @classmethod

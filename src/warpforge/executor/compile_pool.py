@@ -12,19 +12,16 @@ from typing import Any
 from warpforge.candidate import Precompiled
 from warpforge.config import EvalConfig
 from warpforge.executor.workers import config_from_dict
+from warpforge.languages import needs_build
+from warpforge.target import Target
+
+__all__ = ["Compiler", "default_compile_workers", "needs_build"]
 
 
-def needs_build(source: str) -> bool:
-    """evaluate.needs_build, imported when first needed (warpforge.evaluate imports torch)."""
-    from warpforge.evaluate import needs_build
-
-    return needs_build(source)
-
-
-def _precompile_job(source: str, config: dict[str, Any], arch: str) -> Precompiled:
+def _precompile_job(source: str, config: dict[str, Any], target: Target) -> Precompiled:
     from warpforge.evaluate import precompile
 
-    return precompile(source, config_from_dict(config), arch)
+    return precompile(source, config_from_dict(config), target)
 
 
 class Compiler:
@@ -33,8 +30,8 @@ class Compiler:
     The builds land in the shared compile cache (config.cache_dir: give Ray nodes a shared
     directory), so the GPU worker's own import of the candidate finds them warm."""
 
-    def __init__(self, config: EvalConfig, arch: str, workers: int, executor: str = "local") -> None:
-        self.config, self.arch, self.workers, self.executor = config.resolved(), arch, workers, executor
+    def __init__(self, config: EvalConfig, target: Target, workers: int, executor: str = "local") -> None:
+        self.config, self.target, self.workers, self.executor = config.resolved(), target, workers, executor
         self._threads: ThreadPoolExecutor | None = None
         self._remote: Any = None
         if executor == "ray":
@@ -48,8 +45,8 @@ class Compiler:
         if self._threads is not None:
             from warpforge.evaluate import precompile
 
-            return self._threads.submit(precompile, source, self.config, self.arch)
-        future: Future[Precompiled] = self._remote.remote(source, self.config.to_dict(), self.arch).future()
+            return self._threads.submit(precompile, source, self.config, self.target)
+        future: Future[Precompiled] = self._remote.remote(source, self.config.to_dict(), self.target).future()
         return future
 
     def close(self) -> None:
