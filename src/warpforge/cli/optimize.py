@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from warpforge import languages
 from warpforge.archive import Archive, target_reached
 from warpforge.cli.archive import DEFAULT_ARCHIVE
 from warpforge.errors import ConfigError, UsageError
@@ -54,7 +55,7 @@ def add_optimize_parser(sub: Any) -> None:
     p.add_argument("--archive", default=DEFAULT_ARCHIVE, help=f"SQLite archive (default {DEFAULT_ARCHIVE})")
     p.add_argument("--max-candidates", type=int, default=16, help="proposals per task (default 16)")
     p.add_argument("--strategy", default="evolve", help="evolve (default) or best-of-n")
-    p.add_argument("--language", default="any", help="ask for cuda, triton, nvrtc, cpp, pytorch or any (default)")
+    p.add_argument("--language", default="any", help=f"ask for {', '.join(languages.names())} or any (default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--generation-size", type=int, default=4, help="proposals planned together and asked concurrently")
     p.add_argument("--concurrency", type=int, default=4, help="LLM requests in flight at most (default 4)")

@@ -20,13 +20,14 @@ from typing import Any
 
 import jinja2
 
+from warpforge import languages
 from warpforge.errors import ConfigError
 from warpforge.metrics import peaks_for
 from warpforge.redact import redact
 
 STRATEGIES = ("translate", "repair", "optimise", "contrastive", "crossover", "retrieval", "review")
 DEVICES = ("cuda", "cpu")
-LANGUAGES = ("cuda", "triton", "nvrtc", "cpp", "pytorch", "any")
+DEVICE_NAMES = {"cuda": "CUDA", "cpu": "CPU"}
 
 TEMPLATE_DIR = Path(__file__).with_suffix("")  # propose/prompts/, next to this module
 PROMPT_BUDGET = 60_000
@@ -68,7 +69,7 @@ class PromptContext:
     gpu: str = ""
     """The GPU's name ("NVIDIA H100 80GB HBM3"), "" when not known yet."""
     language: str = "any"
-    """cuda | triton | nvrtc | cpp | pytorch | any"""
+    """A registered kernel language's name (languages.names()), or any (the model picks)."""
     current: Variant | None = None
     """repair / optimise / review: the candidate in question (retrieval: the best so far, optional)."""
     compile_log: str = ""
@@ -126,10 +127,14 @@ def _check(strategy: str, ctx: PromptContext) -> None:
         raise ConfigError(f"unknown prompt strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
     if ctx.device not in DEVICES:
         raise ConfigError(f"unknown device {ctx.device!r} for a prompt: choose cuda or cpu")
-    if ctx.language not in LANGUAGES:
-        raise ConfigError(f"unknown kernel language {ctx.language!r}: choose one of {', '.join(LANGUAGES)}")
-    if ctx.device == "cpu" and ctx.language in ("cuda", "nvrtc"):
-        raise ConfigError(f"{ctx.language} kernels need a CUDA device: use --device cuda or another language")
+    if ctx.language not in (*languages.names(), "any"):
+        raise ConfigError(f"unknown kernel language {ctx.language!r}: choose one of "
+                          f"{', '.join((*languages.names(), 'any'))}")
+    if ctx.language != "any":
+        devices = languages.get(ctx.language).devices
+        if ctx.device not in devices:
+            raise ConfigError(f"{ctx.language} kernels need a {DEVICE_NAMES.get(devices[0], devices[0])} device: use "
+                              f"--device {devices[0]} or another language")
     if not ctx.task_source.strip():
         raise ConfigError(f"the {strategy} prompt needs the task's reference source, and {ctx.task_name!r} has none")
     if strategy in ("repair", "optimise", "review") and (ctx.current is None or not ctx.current.source.strip()):
@@ -214,7 +219,10 @@ def _variables(strategy: str, ctx: PromptContext, sources: dict[str, str]) -> di
     peaks = peaks_for(gpu) if gpu else None
     return {
         "strategy": strategy, "task_name": ctx.task_name, "task_source": sources["task"].rstrip("\n"), "device": ctx.device,
-        "language": ctx.language, "gpu": gpu, "preset": "gpu" if ctx.device == "cuda" else "cpu",
+        "language": ctx.language, "language_line": language_line(ctx.language, ctx.device),
+        "build_hints": ", ".join(dict.fromkeys(lang.prompt.build[ctx.device] for lang in languages.ALL
+                                               if ctx.device in lang.prompt.build)),
+        "gpu": gpu, "preset": "gpu" if ctx.device == "cuda" else "cpu",
         "arch": "hopper" if _HOPPER.search(gpu) else "ampere" if _AMPERE.search(gpu) else "",
         "sms": _sm_count(gpu),
         "peaks": _peaks_text(peaks),
@@ -226,6 +234,18 @@ def _variables(strategy: str, ctx: PromptContext, sources: dict[str, str]) -> di
         "parents": [shown(v, f"parents.{i}") for i, v in enumerate(ctx.parents)],
         "stepping_stones": [shown(v, f"stones.{i}") for i, v in enumerate(ctx.stepping_stones)],
     }
+
+
+def language_line(language: str, device: str) -> str:
+    """What the system message asks for: the language's own instructions, or for "any" the
+    languages offered on `device` (languages.Prompt) with their notes."""
+    if language != "any":
+        return languages.get(language).instructions(device)
+    offers = [lang.prompt.offer[device] for lang in languages.ALL if device in lang.prompt.offer]
+    listed = offers[0] if len(offers) < 2 else " or ".join(offers) if len(offers) == 2 else \
+        f"{', '.join(offers[:-1])}, or {offers[-1]}"
+    notes = [lang.prompt.note[device] for lang in languages.ALL if device in lang.prompt.note]
+    return " ".join([f"your choice of {listed}; pick what makes this task fastest.", *notes])
 
 
 def speedup_text(speedup: float | None) -> str:

@@ -73,7 +73,7 @@ class OptimizeConfig:
     generation_size: int = 4
     """Slots planned together; their LLM calls run concurrently."""
     language: str = "any"
-    """What the prompts ask for: cuda, triton, nvrtc, cpp, pytorch or any."""
+    """What the prompts ask for: a kernel language's name (languages.names()) or any."""
     review_above: float = 10.0
     """A verified speedup above this is audited by a second LLM call (CUDA-L1 checked > ~10x)."""
     max_tokens: int = 8192
