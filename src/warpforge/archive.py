@@ -28,6 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from warpforge import languages
 from warpforge.candidate import EvalResult
 from warpforge.errors import ConfigError, UsageError
 from warpforge.claim import Claim, claim_of
@@ -37,7 +38,6 @@ from warpforge.task import Task
 
 SCHEMA_VERSION = "1"
 RUN_STATUSES = ("running", "done", "stopped")
-LANGUAGES = ("cuda", "nvrtc", "triton", "cpp", "pytorch", "unknown")
 TABLES = frozenset({"meta", "runs", "tasks", "candidates", "evaluations", "llm_calls"})
 
 SCHEMA = """
@@ -370,8 +370,8 @@ class Archive:
                       island: int | None = None, features: Mapping[str, Any] | None = None,
                       language: str = "unknown") -> int:
         """Record one proposal (with or without a program); idempotent on (run_id, task, step)."""
-        if language not in LANGUAGES:
-            raise UsageError(f"language {language!r} is not one of {', '.join(LANGUAGES)}")
+        if language not in (known := (*languages.names(), "unknown")):
+            raise UsageError(f"language {language!r} is not one of {', '.join(known)}")
         self._check_writable()
         cand = proposal.candidate
         with self._lock:

@@ -19,6 +19,7 @@ from typing import Any
 
 from warpforge.archive import Archive, Attempt, improves_on_eager
 from warpforge.errors import UsageError
+from warpforge.target import Target
 
 DEFAULT_ARCHIVE = "warpforge-archive.db"
 
@@ -164,7 +165,8 @@ def _show(archive: Archive, args: argparse.Namespace) -> int:
         lines += [f"evaluation #{a.evaluation_id}: {a.status} at stage {a.stage}",
                   f"speed vs eager: {a.claim.words()}; vs torch.compile: {_x(a.speedup_vs_compile, 'not measured')}",
                   f"time: {_ms(a.candidate_ms)} (IQR {_ms(a.candidate_iqr_ms)}) vs {_ms(a.reference_ms)} eager",
-                  f"kernels {a.kernels_kind or 'not recorded'}  hardware {a.hardware_key or 'not recorded'}",
+                  f"kernels {a.kernels_kind or 'not recorded'}  hardware {a.hardware_key or 'not recorded'}  "
+                  f"target {Target.from_hardware(a.hardware or {}) or 'not recorded'}",
                   f"reason: {a.reason}"]
         if a.review:
             lines.append(f"review: {a.review.get('verdict', '?')}: {a.review.get('finding', '')}")

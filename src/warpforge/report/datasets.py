@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from warpforge.metrics import faster_beyond_noise
-from warpforge.archive import LANGUAGES, Archive, Attempt, best_attempt
+from warpforge import languages
+from warpforge.archive import Archive, Attempt, best_attempt
 from warpforge.archive_trust import IMPORTED, claim_of_row, suite_task, trusted
 from warpforge.errors import UsageError
 
@@ -190,7 +191,7 @@ def import_attempts(archive: Archive, path: str | Path) -> dict[str, int]:
                             analysis=str(row.get("analysis") or ""))
         language = str(row.get("language") or "unknown")
         archive.add_candidate(run_id, proposal, step, features={IMPORTED: claim},
-                              language=language if language in LANGUAGES else "unknown")
+                              language=language if language in languages.names() else "unknown")
         seen.add((name, candidate.id, claim["hardware_key"]))
         counts["imported"] += 1
     if run_id is not None:
