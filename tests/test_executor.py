@@ -163,7 +163,7 @@ def test_precompile_fills_the_cache_that_the_evaluation_then_uses(build_cache: P
     from warpforge.evaluate import precompile
 
     config = EvalConfig(device="cpu", bench=False, trials=2, spare_workers=0, cache_dir=str(build_cache), timeout_s=300)
-    out = precompile(BUILDS, config, arch="")
+    out = precompile(BUILDS, config, Target("cuda"))
     assert out["status"] == "compiled", out
     [so] = _built(build_cache)
     built_at = so.stat().st_mtime_ns
@@ -178,10 +178,10 @@ def test_precompile_reports_failures_and_never_gives_a_verdict(build_cache: Path
 
     config = EvalConfig(device="cpu", bench=False, spare_workers=0, cache_dir=str(build_cache), timeout_s=300)
     broken = BUILDS.replace("return out;", "return out  // missing semicolon")
-    assert precompile(broken, config, arch="")["status"] == "compile_error"
-    assert precompile("import subprocess\n", config, arch="")["status"] == "skipped"  # the static policy refuses it
+    assert precompile(broken, config, Target("cuda"))["status"] == "compile_error"
+    assert precompile("import subprocess\n", config, Target("cuda"))["status"] == "skipped"  # the static policy refuses it
     hang = BUILDS + "\nwhile True:\n    pass\n"  # builds, then never finishes its import
-    assert precompile(hang, dataclasses.replace(config, timeout_s=3), arch="")["status"] == "timeout"
+    assert precompile(hang, dataclasses.replace(config, timeout_s=3), Target("cuda"))["status"] == "timeout"
     from typing import get_args
 
     from warpforge.candidate import PrecompileStatus, Status
