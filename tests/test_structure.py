@@ -22,7 +22,10 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LINE_BUDGET = 650
 # 21,000 -> 21,500: the kernel-language registry (issue 41, part 1: languages/, target.py) adds
 # 681 lines net (762 new, 81 fewer in the eleven places it replaced; 20,716 -> 21,397)
-TOTAL_BUDGET = 21_500
+# 21,500 -> 23,950: the whole-model track (issue 43, parts 1-3: the model package, warpforge/model/,
+# and cli/model.py) adds 2,443 lines: spec, build, capture, timing, seams, profile, report, inline,
+# source, taskfile, extract (21,417 committed before it)
+TOTAL_BUDGET = 23_950
 
 KNOWN_CYCLES: list[set[str]] = [
     # Being removed (issue 41, part 5) by moving the worker's code off the evaluator: delete this

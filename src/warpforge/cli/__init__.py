@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     from warpforge.cli.archive import add_archive_parser
     from warpforge.cli.batch import add_batch_parser
     from warpforge.cli.gemm import add_gemm_parser
+    from warpforge.cli.model import add_model_parser
     from warpforge.cli.train import add_train_parser
     from warpforge.report.html import add_report_parser
     from warpforge.cli.optimize import add_optimize_parser
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_gemm_parser(sub)
     add_batch_parser(sub)
     add_train_parser(sub)
+    add_model_parser(sub)
     return parser
 
 
@@ -258,13 +260,14 @@ def _commands() -> dict[str, Callable[[argparse.Namespace], int]]:
     from warpforge.cli.archive import cmd_archive
     from warpforge.cli.batch import cmd_eval_batch
     from warpforge.cli.gemm import cmd_gemm
+    from warpforge.cli.model import cmd_model
     from warpforge.cli.train import cmd_train
     from warpforge.report.html import cmd_report
     from warpforge.cli.optimize import cmd_optimize
 
     return {"eval": cmd_eval, "calibrate": cmd_calibrate, "demo": cmd_demo, "tasks": cmd_tasks, "optimize": cmd_optimize,
             "archive": cmd_archive, "report": cmd_report, "mcp": cmd_mcp, "agent": cmd_agent, "gemm": cmd_gemm, "eval-batch": cmd_eval_batch,
-            "train": cmd_train}
+            "train": cmd_train, "model": cmd_model}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,120 @@
+"""`warpforge model profile|extract`: a whole model from a spec file (docs/models.md).
+
+profile: build the model, time each served regime by module, rank the seams (table on stderr,
+profile.json and profile.html in --out). extract: one KernelBench-format task per top seam, with
+seams.json and gemm_shapes.json, from a profile.json (--profile) or from a profile it runs first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from warpforge.errors import UsageError
+
+
+def add_model_parser(sub: Any) -> None:
+    p = sub.add_parser("model", help="whole models: profile a model spec, extract its hot seams as tasks",
+                       description="Work on a whole model described by a spec file (TOML, docs/models.md).")
+    verbs = p.add_subparsers(dest="model_command", required=True)
+    prof = verbs.add_parser("profile", help="time each regime by module and rank the seams",
+                            description="Build the spec's model (random seeded weights or its state dict), capture "
+                                        "it, time each regime's forward by module and rank the seams by time share x "
+                                        "roofline headroom, with each one's Amdahl bound.")
+    _common(prof)
+    extract = verbs.add_parser("extract", help="write one KernelBench-format task per top seam",
+                               description="Write a task for each of the top N seams (the module's own forward, "
+                                           "inputs drawn like the model's activations at every regime), "
+                                           "seams.json and gemm_shapes.json. Each task is checked against the "
+                                           "model's own module before it is kept.")
+    _common(extract)
+    extract.add_argument("--top", type=int, default=5, metavar="N", help="tasks to write (default 5)")
+    extract.add_argument("--seam", action="append", metavar="ID",
+                         help="extract this seam (an id of the profile's table, e.g. LlamaRMSNorm) instead of the top N; "
+                              "repeat for more")
+    extract.add_argument("--profile", metavar="PROFILE_JSON",
+                         help="rank from this profile.json (e.g. one made on a GPU); default: profile first on --device")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", help="the model spec (.toml)")
+    p.add_argument("--out", required=True, help="folder to write into (created if missing)")
+    p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when a GPU is visible, else cpu")
+    p.add_argument("--iters", type=int, default=5, help="timed forwards per regime (default 5; each module's fastest is kept)")
+    p.add_argument("--no-export", action="store_true",
+                   help="skip the torch.export(strict=False) capture (its op lists and the exportability check)")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object on stdout")
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    from warpforge.model.profile import default_device
+    from warpforge.model.spec import load_spec
+
+    spec = load_spec(args.spec)
+    device = args.device or default_device()
+    if device == "cuda":
+        from warpforge.config import require_cuda
+
+        require_cuda("--device cuda was given", "drop --device or install a CUDA build of torch")
+    if args.iters < 1:
+        raise UsageError("--iters must be at least 1")
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {out} ({exc.strerror}): pick a writable --out") from None
+    if args.model_command == "profile":
+        return _profile(args, spec, device, out)
+    return _extract(args, spec, device, out)
+
+
+def _profile(args: argparse.Namespace, spec: Any, device: str, out: Path) -> int:
+    from warpforge.model.profile import profile_model, write
+    from warpforge.model.report import print_table
+
+    print(f"warpforge model profile: {spec.name} on {device}, {len(spec.regimes)} regimes", file=sys.stderr)
+    profile = profile_model(spec, device, iters=args.iters, export=not args.no_export)
+    json_path, html_path = write(profile, out)
+    data = profile.to_dict()
+    print_table(data)
+    print(f"wrote {json_path} and {html_path}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(data))
+    return 0
+
+
+def _extract(args: argparse.Namespace, spec: Any, device: str, out: Path) -> int:
+    from warpforge.model import build as builder
+    from warpforge.model.extract import extract
+    from warpforge.model.profile import profile_model, read, write
+    from warpforge.model.report import print_table
+
+    if args.top < 1:
+        raise UsageError("--top must be at least 1")
+    built = builder.build(spec)
+    if args.profile:
+        data = read(Path(args.profile))
+        if data.get("model") != spec.name:
+            print(f"warning: {args.profile} profiles {data.get('model')!r}, the spec names {spec.name!r}", file=sys.stderr)
+    else:
+        print(f"warpforge model extract: profiling {spec.name} on {device} first", file=sys.stderr)
+        profile = profile_model(spec, device, iters=args.iters, export=not args.no_export, built=built)
+        write(profile, out)
+        data = profile.to_dict()
+        print_table(data)
+    result = extract(spec, data, args.top, out, built=built, device=device, only=args.seam)
+    for row in result.tasks:
+        print(f"wrote {out / row['task']}  ({row['seam']}, {len(row['paths'])} instances, at most "
+              f"{100 * row['bound']:.1f} % of the forward)", file=sys.stderr)
+    if not result.tasks and not result.skipped:
+        print("no LLM seams to extract: every seam of this model is a GEMM (for the GEMM dispatcher)", file=sys.stderr)
+    for row in result.skipped:
+        print(f"skipped {row['seam']}: {row['reason']}", file=sys.stderr)
+    print(f"wrote {out / 'seams.json'} and {out / 'gemm_shapes.json'} ({len(result.gemm)} GEMM seams, for the "
+          f"GEMM dispatcher); check the tasks with: warpforge calibrate {out / 'tasks'}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.to_dict(spec, data)))
+    return 0 if result.tasks else 1
