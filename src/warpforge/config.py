@@ -1,7 +1,8 @@
 """Typed evaluation settings: defaults once, with the reason beside each.
 
-Configuration flows one way: these defaults, then environment (`WARPFORGE_*`), then the
-command line. The resolved `EvalConfig` is written into every JSON verdict (`config`) so a
+Configuration flows one way: these defaults, then a `--config` TOML file, then environment
+(`WARPFORGE_*`), then the command line (config_sources.py reads them; `GROUPS` below is the
+file's sections). The resolved `EvalConfig` is written into every JSON verdict (`config`) so a
 result can be reproduced. Nothing here reads files or touches a GPU.
 """
 
@@ -184,6 +185,21 @@ class EvalConfig:
 
     def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
+
+
+# The groups of EvalConfig's fields: the sections of a `--config` file and the option groups of
+# every verb that evaluates (cli/common.py). Each field is in exactly one group.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "run": ("device", "size", "trials", "bench", "profile", "spare_workers", "cpu_threads"),
+    "timing": ("mode", "warmup_ms", "rep_ms", "min_reps", "max_reps", "paired_rounds", "timing_bound", "sync_floor",
+               "process_spread", "server_gap_ms", "unseen_bench_sets", "compile_baseline", "reuse_baselines"),
+    "limits": ("timeout_s", "reference_timeout_s", "mem_limit_gb", "work_limit_gb", "output_limit_kb", "sets_memory_gb"),
+    "safety": ("sandbox", "sandbox_reference", "static_checks", "allow_tf32", "strict_fp32"),
+    "transport": ("cuda_ipc", "cache_dir"),
+}
+"""What each group holds: run (what is evaluated where), timing (the timing budget and method),
+limits (what a process may use), safety (the sandbox and the precision bar), transport (how
+data and builds travel between the processes)."""
 
 
 def cuda_available() -> bool:

@@ -49,49 +49,73 @@ def sandbox_from_args(args: argparse.Namespace) -> bool:
     return True
 
 
-def add_eval_options(p: argparse.ArgumentParser) -> None:
-    """The evaluation options `warpforge eval` and `warpforge eval-batch` share."""
-    add_sandbox_option(p)
-    p.add_argument("--sandbox-reference", action="store_true",
-                   help="run the task's own program in the sandbox too, for a task file you did not write (it sees "
-                        "no host files, network or keys, and shares no cached baseline timings)")
-    p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when a GPU is visible, else cpu")
-    p.add_argument("--mode", choices=["offline", "server"], default="offline",
-                   help="offline: back-to-back calls; server: random idle gaps before each call")
-    p.add_argument("--trials", type=int, default=5, help="correctness trials with fresh inputs (default 5)")
-    p.add_argument("--timeout", type=float, default=None, help="seconds the candidate process may run (default 600)")
-    p.add_argument("--no-bench", action="store_true", help="check correctness only")
-    p.add_argument("--size", help="size preset of the task (default: gpu on cuda, cpu on cpu)")
-    p.add_argument("--allow-tf32", action="store_true", help="accept TF32 accuracy for fp32 tasks (opt-in)")
-    p.add_argument("--strict-fp32", action="store_true",
-                   help="true fp32: TF32 off (matmuls and cuDNN) in the reference's and the candidate's processes, "
-                        "the bar calibrated from that reference (default: PyTorch's defaults, where cuDNN "
-                        "convolutions use TF32)")
-    p.add_argument("--compile-baseline", action=argparse.BooleanOptionalAction, default=None,
-                   help="also time torch.compile (default: on for cuda, off for cpu)")
-    p.add_argument("--no-profile", action="store_true", help="skip recording which kernels ran")
-    p.add_argument("--paired-rounds", type=int, default=None, metavar="N",
-                   help="rounds of paired timing, reference and candidate in turn (default 5; 0: time the "
-                        "reference once before the candidate, for tasks whose inputs fit the GPU only once)")
-    p.add_argument("--rep-ms", type=float, default=None, metavar="MS",
-                   help="timed calls' budget per timing run in milliseconds (default 100, as triton's do_bench; "
-                        "each paired round gets half); smaller is faster, and wider: check it with an A/A "
-                        "(warpforge calibrate) on your GPU before trusting it")
-    p.add_argument("--warmup-ms", type=float, default=None, metavar="MS", help="warm-up budget per timing run (default 25)")
-    p.add_argument("--sync-floor", choices=["matched", "idle"], default=None,
-                   help="the sync round trip taken off each timed GPU call: matched to the call's length, "
-                        "measured after each call (default), or one idle measurement per timing run")
-    p.add_argument("--fresh-baselines", action="store_true",
-                   help="re-time the eager / torch.compile baselines instead of reusing this machine's cached ones")
-    p.add_argument("--cpu-threads", type=int, default=None, metavar="N",
-                   help="threads of the reference and the candidate on the cpu, the same for both "
-                        "(default: $OMP_NUM_THREADS, else 1)")
-    p.add_argument("--cuda-ipc", action=argparse.BooleanOptionalAction, default=True,
-                   help="on cuda, hand input sets and verified outputs between the reference's and the candidate's "
-                        "processes as CUDA IPC handles of copies (default); --no-cuda-ipc: as files on tmpfs")
-    p.add_argument("--sets-memory-gb", type=float, default=None, metavar="GB",
-                   help="memory the input sets and their float64 outputs may take; a bigger task gets fewer sets, "
-                        "at least 2 checked + 1 timed (default: 30%% of the GPU's memory; no cap on cpu)")
+def add_eval_options(p: argparse.ArgumentParser, device_help: str | None = None) -> None:
+    """The evaluation options of every verb that evaluates candidates, one option group per
+    group of EvalConfig (config.GROUPS), and --config FILE for all of them."""
+    p.add_argument("--config", metavar="FILE",
+                   help="a TOML file of evaluation settings, one [section] per option group below "
+                        "(docs/reference.md, 'Configuration file'); the environment (WARPFORGE_<KEY>) and these flags override it")
+    run = p.add_argument_group("evaluation: what runs where [run]")
+    run.add_argument("--device", choices=["cpu", "cuda"],
+                     help=device_help or "default: cuda when a GPU is visible, else cpu")
+    run.add_argument("--size", help="size preset of the task (default: gpu on cuda, cpu on cpu)")
+    run.add_argument("--trials", type=int, metavar="N", help="correctness trials with fresh inputs (default 5)")
+    run.add_argument("--no-bench", dest="bench", action="store_false", default=None, help="check correctness only")
+    run.add_argument("--no-profile", dest="profile", action="store_false", default=None,
+                     help="skip recording which kernels ran")
+    run.add_argument("--cpu-threads", type=int, metavar="N",
+                     help="threads of the reference and the candidate on the cpu, the same for both "
+                          "(default: $OMP_NUM_THREADS, else 1)")
+    timing = p.add_argument_group("evaluation: the timing budget and method [timing]")
+    timing.add_argument("--mode", choices=["offline", "server"],
+                        help="offline: back-to-back calls (default); server: random idle gaps before each call")
+    timing.add_argument("--rep-ms", type=float, metavar="MS",
+                        help="timed calls' budget per timing run in milliseconds (default 100, as triton's do_bench; "
+                             "each paired round gets half); smaller is faster, and wider: check it with an A/A "
+                             "(warpforge calibrate) on your GPU before trusting it")
+    timing.add_argument("--warmup-ms", type=float, metavar="MS", help="warm-up budget per timing run (default 25)")
+    timing.add_argument("--paired-rounds", type=int, metavar="N",
+                        help="rounds of paired timing, reference and candidate in turn (default 5; 0: time the "
+                             "reference once before the candidate, for tasks whose inputs fit the GPU only once)")
+    timing.add_argument("--sync-floor", choices=["matched", "idle"],
+                        help="the sync round trip taken off each timed GPU call: matched to the call's length, "
+                             "measured after each call (default), or one idle measurement per timing run")
+    timing.add_argument("--compile-baseline", action=argparse.BooleanOptionalAction,
+                        help="also time torch.compile (default: on for cuda, off for cpu)")
+    timing.add_argument("--fresh-baselines", dest="reuse_baselines", action="store_false", default=None,
+                        help="re-time the eager / torch.compile baselines instead of reusing this machine's cached ones")
+    limits = p.add_argument_group("evaluation: what a process may use [limits]")
+    limits.add_argument("--timeout", dest="timeout_s", type=float, metavar="SECONDS",
+                        help="seconds the candidate process may run (default 600)")
+    limits.add_argument("--mem-limit-gb", type=float, metavar="GB",
+                        help="host memory the candidate process may hold (default 16, plus its input sets)")
+    limits.add_argument("--sets-memory-gb", type=float, metavar="GB",
+                        help="memory the input sets and their float64 outputs may take; a bigger task gets fewer "
+                             "sets, at least 2 checked + 1 timed (default: 30%% of the GPU's memory; no cap on cpu)")
+    safety = p.add_argument_group("evaluation: the sandbox and the precision bar [safety]")
+    safety.add_argument("--no-sandbox", dest="sandbox", action="store_false", default=None,
+                        help="run candidates without the OS sandbox (only where bubblewrap cannot run); every result, "
+                             "archive row and report page then says unsandboxed")
+    safety.add_argument("--sandbox-reference", action="store_true", default=None,
+                        help="run the task's own program in the sandbox too, for a task file you did not write (it "
+                             "sees no host files, network or keys, and shares no cached baseline timings)")
+    safety.add_argument("--allow-tf32", action="store_true", default=None,
+                        help="accept TF32 accuracy for fp32 tasks (opt-in)")
+    safety.add_argument("--strict-fp32", action="store_true", default=None,
+                        help="true fp32: TF32 off (matmuls and cuDNN) in the reference's and the candidate's "
+                             "processes, the bar calibrated from that reference (default: PyTorch's defaults, where "
+                             "cuDNN convolutions use TF32)")
+    transport = p.add_argument_group("evaluation: how data travels between the processes [transport]")
+    transport.add_argument("--cuda-ipc", action=argparse.BooleanOptionalAction,
+                           help="on cuda, hand input sets and verified outputs between the reference's and the "
+                                "candidate's processes as CUDA IPC handles of copies (default); --no-cuda-ipc: as "
+                                "files on tmpfs")
+
+
+EVAL_FLAGS = ("device", "size", "trials", "bench", "profile", "cpu_threads", "mode", "rep_ms", "warmup_ms",
+              "paired_rounds", "sync_floor", "compile_baseline", "reuse_baselines", "timeout_s", "mem_limit_gb",
+              "sets_memory_gb", "sandbox", "sandbox_reference", "allow_tf32", "strict_fp32", "cuda_ipc")
+"""The EvalConfig fields add_eval_options has a flag for (each flag's dest is its field)."""
 
 
 def tasks_of(names: list[str]) -> list[Task]:
@@ -101,24 +125,24 @@ def tasks_of(names: list[str]) -> list[Task]:
     return list({t.name: t for name in names for t in tasks_named(name)}.values())
 
 
-def config_from_args(args: argparse.Namespace) -> EvalConfig:
-    """The EvalConfig of `add_eval_options`' flags; a clear error for --device cuda without a GPU."""
-    from warpforge import EvalConfig
+def config_from_args(args: argparse.Namespace, **fixed: Any) -> EvalConfig:
+    """The EvalConfig of `add_eval_options`' flags over --config FILE and the environment
+    (config_sources.py), with `fixed` (what the verb itself decides) on top; stops with one
+    sentence when the sandbox cannot start, and for --device cuda without a GPU."""
+    from warpforge.config_sources import load_config
 
-    config = EvalConfig(
-        device=args.device, size=args.size, trials=args.trials, bench=not args.no_bench, mode=args.mode,
-        allow_tf32=args.allow_tf32, strict_fp32=args.strict_fp32, compile_baseline=args.compile_baseline,
-        profile=not args.no_profile,
-        reuse_baselines=False if args.fresh_baselines else None, sets_memory_gb=args.sets_memory_gb,
-        sandbox=sandbox_from_args(args), sandbox_reference=args.sandbox_reference, cpu_threads=args.cpu_threads, cuda_ipc=args.cuda_ipc,
-        **({"paired_rounds": args.paired_rounds} if args.paired_rounds is not None else {}),
-        **({"sync_floor": args.sync_floor} if args.sync_floor is not None else {}),
-        **({"rep_ms": args.rep_ms} if args.rep_ms is not None else {}),
-        **({"warmup_ms": args.warmup_ms} if args.warmup_ms is not None else {}),
-        **({"timeout_s": args.timeout} if args.timeout is not None else {}),
-    )
+    flags = {name: getattr(args, name) for name in EVAL_FLAGS if getattr(args, name, None) is not None}
+    config = load_config(getattr(args, "config", None), {**flags, **fixed})
+    if not config.sandbox:
+        print("warpforge: warning: the sandbox is off (--no-sandbox): candidates run unsandboxed and their results "
+              "are marked so", file=sys.stderr)
+    else:
+        from warpforge.evaluate.jail import require
+
+        require()
     if config.device == "cuda":
         from warpforge.config import require_cuda
 
-        require_cuda("--device cuda was given", "drop --device or install a CUDA build of torch")
+        require_cuda("the device is cuda (--device, WARPFORGE_DEVICE or --config)",
+                     "pass --device cpu or install a CUDA build of torch")
     return config
