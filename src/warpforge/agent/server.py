@@ -34,8 +34,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from warpforge.agent.tools import AgentTools
 from warpforge.cli.agent_options import TOKEN_ENV, add_mcp_arguments, agent_name, mcp_options
-from warpforge.cli.common import sandbox_from_args
-from warpforge.config import EvalConfig
+from warpforge.cli.common import config_from_args
 from warpforge.errors import ConfigError, UsageError
 
 INSTRUCTIONS = """\
@@ -243,7 +242,7 @@ def serve(args: argparse.Namespace) -> int:
         print(f"warpforge: {exc}", file=sys.stderr)
         return 2
     tools = AgentTools(args.archive, device=options.device, agent_name=agent_name(args), interface="mcp",
-                       eval_config=EvalConfig(sandbox=sandbox_from_args(args)), executor=args.executor,
+                       eval_config=options.eval_config, executor=args.executor,
                        workers=args.workers, ray_address=args.ray_address, task_dirs=options.task_dirs)
     server = build_server(tools)
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from collections.abc import Callable, Sequence
 
-from warpforge.cli.common import add_eval_options, add_sandbox_option, config_from_args, sandbox_from_args, tasks_of
+from warpforge.cli.common import add_eval_options, config_from_args, tasks_of
 from warpforge.errors import UsageError, WarpforgeError
 
 
@@ -35,9 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _eval_parser(sub)
     d = sub.add_parser("demo", help="evaluate and benchmark the bundled example kernels (the main job)")
-    d.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when a GPU is visible, else cpu")
     d.add_argument("--json", action="store_true", help="print one JSON object per example on stdout")
-    add_sandbox_option(d)
+    add_eval_options(d)
     c = sub.add_parser("calibrate", help="A/A: evaluate each task's own reference as its candidate (must pass at 1.00x)",
                        description="Evaluate each task's reference program against itself (Model renamed ModelNew): "
                                    "it must be accepted and read 1.00x. Prints a row per task and a summary; exit 1 "
@@ -215,10 +214,10 @@ EXAMPLES_DIR = Path(__file__).resolve().parents[3] / "examples"
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Evaluate each bundled example against its suite task; a table on stderr, JSON lines on request."""
-    from warpforge import Candidate, EvalConfig, evaluate, load_task
+    from warpforge import Candidate, evaluate, load_task
     from warpforge import metrics
 
-    config = EvalConfig(device=args.device, sandbox=sandbox_from_args(args)).resolved()
+    config = config_from_args(args).resolved()
     examples_dir = EXAMPLES_DIR
     if not examples_dir.is_dir():
         raise UsageError(f"the examples folder {examples_dir} is missing: run the demo from a source checkout")

@@ -22,7 +22,7 @@ from typing import Any
 from warpforge.cli.agent_options import (NO_MCP, add_executor_arguments, add_mcp_arguments, agent_name, device_from,
                                          parse_http)
 from warpforge.cli.archive import DEFAULT_ARCHIVE
-from warpforge.cli.common import add_sandbox_option
+from warpforge.cli.common import add_eval_options
 
 __all__ = ["add_agent_parsers", "cmd_agent", "cmd_mcp", "parse_http"]
 
@@ -44,7 +44,7 @@ def add_agent_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     agent.add_argument("--parent", type=int, action="append", default=[], metavar="ATTEMPT_ID",
                        help="an attempt this candidate builds on (repeatable; stored as lineage)")
     add_executor_arguments(agent)
-    add_sandbox_option(agent)
+    add_eval_options(agent, device_help="default: $WARPFORGE_DEVICE, else cuda when a GPU is visible, else cpu")
 
     p = sub.add_parser("agent", help="the agent tools as commands that print one JSON object",
                        description="The tools `warpforge mcp` serves, as commands for agents that run shell commands.")
@@ -54,7 +54,7 @@ def add_agent_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     task.add_argument("task", help="suite task name (level1/softmax) or task file")
     for verb, what in (("eval", "compile, verify and time a candidate; record it"),
                        ("profile", "which kernels a candidate ran, its compiler log and stage times")):
-        v = verbs.add_parser(verb, parents=[archive, device, agent], help=what)
+        v = verbs.add_parser(verb, parents=[archive, agent], help=what)
         v.add_argument("task", help="suite task name (level1/softmax) or task file")
         v.add_argument("candidate", help="candidate file defining class ModelNew")
     history = verbs.add_parser("history", parents=[archive], help="earlier scored attempts of a task, newest first")
@@ -82,21 +82,21 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 def cmd_agent(args: argparse.Namespace) -> int:
     from warpforge.agent.tools import FAILURE_CODES, MAX_SOURCE_BYTES, AgentTools
-    from warpforge.cli.common import sandbox_from_args
-    from warpforge.config import EvalConfig
+    from warpforge.cli.common import config_from_args
     from warpforge.errors import UsageError
 
     verb = args.agent_command
     try:
         device = device_from(getattr(args, "device", None))
+        # one evaluation per call: no spare candidate process is worth starting
+        eval_config = config_from_args(args, check_device=False, spare_workers=0)
         source = _read(args.candidate, MAX_SOURCE_BYTES) if verb in ("eval", "profile") else ""
         analysis = _read(args.analysis_file, 64 << 10) if getattr(args, "analysis_file", None) else ""
     except UsageError as exc:
         print(f"warpforge: {exc}", file=sys.stderr)
         return 2
-    # one evaluation per call: no spare candidate process is worth starting
     with AgentTools(args.archive, device=device, agent_name=agent_name(args), interface="cli",
-                    eval_config=EvalConfig(spare_workers=0, sandbox=sandbox_from_args(args)), executor=getattr(args, "executor", None),
+                    eval_config=eval_config, executor=getattr(args, "executor", None),
                     workers=getattr(args, "workers", None), ray_address=getattr(args, "ray_address", None)) as tools:
         out: dict[str, Any] = {
             "tasks": lambda: tools.list_tasks(),

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from warpforge.cli.archive import DEFAULT_ARCHIVE
-from warpforge.cli.common import add_sandbox_option
+from warpforge.cli.common import add_eval_options, config_from_args
+from warpforge.config import EvalConfig
 from warpforge.errors import UsageError
 
 NO_MCP = "warpforge mcp needs the MCP SDK (mcp 2 or later): pip install 'warpforge[agent]'"
@@ -43,11 +44,10 @@ def add_mcp_arguments(p: argparse.ArgumentParser) -> None:
                    help="a folder whose task files clients may name (repeatable); without it, suite and archived "
                         "tasks only")
     p.add_argument("--archive", default=DEFAULT_ARCHIVE, help=f"archive file (default: ./{DEFAULT_ARCHIVE})")
-    p.add_argument("--device", choices=["cpu", "cuda"],
-                   help="default device for evaluations: $WARPFORGE_DEVICE, else cuda when a GPU is visible")
     p.add_argument("--agent-name", help="recorded as the model of each attempt (default: $WARPFORGE_AGENT or agent)")
     add_executor_arguments(p)
-    add_sandbox_option(p)
+    add_eval_options(p, device_help="default device for evaluations: $WARPFORGE_DEVICE, else cuda when a GPU is "
+                                    "visible")
 
 
 @dataclass(frozen=True)
@@ -63,11 +63,14 @@ class McpOptions:
     """The bearer token HTTP requests must carry ("" over stdio)."""
     token_chosen: bool
     """Whether the operator chose the token ($WARPFORGE_MCP_TOKEN) or it was made up at start."""
+    eval_config: EvalConfig
+    """The evaluation settings (--config, WARPFORGE_<FIELD> and the evaluation flags)."""
 
 
 def mcp_options(args: argparse.Namespace) -> McpOptions:
     """Check `warpforge mcp`'s options before anything starts; UsageError naming the first problem."""
-    device = device_from(args.device)
+    eval_config = config_from_args(args, check_device=False)
+    device = eval_config.device
     http = parse_http(args.http) if args.http else None
     if http is not None:
         _check_remote(http, args.allow_remote)
@@ -78,7 +81,7 @@ def mcp_options(args: argparse.Namespace) -> McpOptions:
         from warpforge.config import require_cuda
 
         require_cuda("the device is cuda", "pass --device cpu or unset WARPFORGE_DEVICE")
-    return McpOptions(device, http, task_dirs, token, chosen)
+    return McpOptions(device, http, task_dirs, token, chosen, eval_config)
 
 
 def parse_http(value: str) -> tuple[str, int]:

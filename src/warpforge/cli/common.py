@@ -125,10 +125,10 @@ def tasks_of(names: list[str]) -> list[Task]:
     return list({t.name: t for name in names for t in tasks_named(name)}.values())
 
 
-def config_from_args(args: argparse.Namespace, **fixed: Any) -> EvalConfig:
+def config_from_args(args: argparse.Namespace, check_device: bool = True, **fixed: Any) -> EvalConfig:
     """The EvalConfig of `add_eval_options`' flags over --config FILE and the environment
     (config_sources.py), with `fixed` (what the verb itself decides) on top; stops with one
-    sentence when the sandbox cannot start, and for --device cuda without a GPU."""
+    sentence when the sandbox cannot start, and (with `check_device`) for cuda without a GPU."""
     from warpforge.config_sources import load_config
 
     flags = {name: getattr(args, name) for name in EVAL_FLAGS if getattr(args, name, None) is not None}
@@ -140,7 +140,7 @@ def config_from_args(args: argparse.Namespace, **fixed: Any) -> EvalConfig:
         from warpforge.evaluate.jail import require
 
         require()
-    if config.device == "cuda":
+    if config.device == "cuda" and check_device:
         from warpforge.config import require_cuda
 
         require_cuda("the device is cuda (--device, WARPFORGE_DEVICE or --config)",

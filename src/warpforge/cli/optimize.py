@@ -50,8 +50,6 @@ def add_optimize_parser(sub: Any) -> None:
                         "or inbox:DIR (request files answered by reply files); cmd(NAME):... records NAME; "
                         "repeat for an ensemble, MODEL@WEIGHT to weight it (default: $WARPFORGE_LLM)")
     p.add_argument("--base-url", help="endpoint of an OpenAI-compatible server, e.g. http://localhost:8000/v1")
-    p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when a GPU is visible, else cpu")
-    p.add_argument("--size", help="size preset of the tasks (default: gpu on cuda, cpu on cpu)")
     p.add_argument("--archive", default=DEFAULT_ARCHIVE, help=f"SQLite archive (default {DEFAULT_ARCHIVE})")
     p.add_argument("--max-candidates", type=int, default=16, help="proposals per task (default 16)")
     p.add_argument("--strategy", default="evolve", help="evolve (default) or best-of-n")
@@ -68,7 +66,6 @@ def add_optimize_parser(sub: Any) -> None:
     p.add_argument("--max-gpu-seconds", type=float, help="stop after this many seconds of evaluation")
     p.add_argument("--max-wall-seconds", type=float, help="stop after this many seconds")
     p.add_argument("--target-speedup", type=float, help="stop a task once it is this much faster than eager")
-    p.add_argument("--timeout", type=float, help="seconds a candidate process may run (default 600)")
     p.add_argument("--llm-timeout", type=float, default=300.0, help="seconds per LLM request (default 300)")
     p.add_argument("--executor", choices=["local", "ray"],
                    help="evaluate each generation in parallel: local workers (one per GPU) or a Ray cluster")
@@ -83,9 +80,9 @@ def add_optimize_parser(sub: Any) -> None:
                         "tasks are then waiting together, for one batch on the GPU machine)")
     p.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live table")
     p.add_argument("--json", action="store_true", help="print one JSON summary on stdout")
-    from warpforge.cli.common import add_sandbox_option
+    from warpforge.cli.common import add_eval_options
 
-    add_sandbox_option(p)
+    add_eval_options(p)
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -99,16 +96,12 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     models = parse_model_specs(specs, args.base_url, _prices(args.price))
     llm = LLMClient(models, timeout_s=args.llm_timeout, concurrency=args.concurrency, selection=args.selection,
                     seed=args.seed)
-    from warpforge.cli.common import sandbox_from_args
+    from warpforge.cli.common import config_from_args
 
-    eval_cfg = EvalConfig(device=args.device, size=args.size, sandbox=sandbox_from_args(args),
-                          **({"timeout_s": args.timeout} if args.timeout else {}))
     if args.outbox and args.executor:
         raise UsageError("--outbox and --executor both say where candidates are evaluated: pass one")
-    if eval_cfg.device == "cuda" and not args.outbox:  # (an outbox's jobs are evaluated on another machine)
-        from warpforge.config import require_cuda
-
-        require_cuda("--device cuda was given", "drop --device or install a CUDA build of torch")
+    # (an outbox's jobs are evaluated on another machine: this one needs no GPU for --device cuda)
+    eval_cfg = config_from_args(args, check_device=not args.outbox)
     config = OptimizeConfig(
         strategy=args.strategy, eval=eval_cfg, seed=args.seed, generation_size=args.generation_size,
         language=args.language,

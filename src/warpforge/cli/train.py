@@ -12,7 +12,7 @@ from warpforge.errors import UsageError
 
 
 def add_train_parser(sub: Any) -> None:
-    from warpforge.cli.common import add_sandbox_option
+    from warpforge.cli.common import add_eval_options
 
     t = sub.add_parser("train", help="train kernel-writing models on warpforge rewards (SFT, self-training, GRPO)")
     ts = t.add_subparsers(dest="train_command", required=True)
@@ -46,9 +46,7 @@ def add_train_parser(sub: Any) -> None:
     g.add_argument("--archive", required=True, help="every scored completion is recorded here")
     g.add_argument("--num-generations", type=int, default=8)
     g.add_argument("--max-completion-length", type=int, default=4096)
-    g.add_argument("--device", choices=["cpu", "cuda"], help="where candidates are evaluated")
-    g.add_argument("--no-bench", action="store_true", help="reward correctness only (no timing)")
-    add_sandbox_option(g)
+    add_eval_options(g, device_help="where candidates are evaluated (default: cuda when a GPU is visible)")
     g.add_argument("--executor", choices=["local", "ray"], help="score each batch in parallel: local workers (one per GPU) or Ray")
     g.add_argument("--workers", type=int, help="evaluation workers (default: one per GPU)")
     g.add_argument("--ray-address", help="an existing Ray cluster (auto, ray://host:10001)")
@@ -60,10 +58,8 @@ def add_train_parser(sub: Any) -> None:
         p.add_argument("--archive", required=True)
         p.add_argument("--n", type=int, default=8, help="samples per task")
         p.add_argument("--max-new-tokens", type=int, default=4096)
-        p.add_argument("--device", choices=["cpu", "cuda"], help="where candidates are evaluated")
         p.add_argument("--gen-device", default="cpu", help="where the model generates (cpu, cuda)")
-        p.add_argument("--no-bench", action="store_true")
-        add_sandbox_option(p)
+        add_eval_options(p, device_help="where candidates are evaluated (default: cuda when a GPU is visible)")
 
     st = ts.add_parser("self-train", help="one self-training round: sample, keep what the evaluator accepts")
     sampling(st)
@@ -86,10 +82,9 @@ def add_train_parser(sub: Any) -> None:
 
 
 def _eval_config(args: argparse.Namespace) -> Any:
-    from warpforge import EvalConfig
-    from warpforge.cli.common import sandbox_from_args
+    from warpforge.cli.common import config_from_args
 
-    return EvalConfig(device=args.device, bench=not args.no_bench, sandbox=sandbox_from_args(args))
+    return config_from_args(args)
 
 
 def _settings(args: argparse.Namespace) -> Any:

@@ -122,20 +122,20 @@ class Judge:
 
     def __init__(self, task: Task, config: EvalConfig) -> None:
         self.task = task
+        # a task file that did not come from the operator runs its program only inside the sandbox
+        self.sandbox_reference = config.sandbox_reference or task.untrusted
+        if self.sandbox_reference and not config.sandbox:
+            raise ConfigError(f"the task {task.name} did not come from you, so its program runs only inside the "
+                              "sandbox, which --no-sandbox turned off: evaluate it with the sandbox on")
+        if self.sandbox_reference:  # CUDA IPC between two sandboxes failed on an H100 (the candidate could not
+            config = dataclasses.replace(config, cuda_ipc=False)  # open the handles): sets travel as files
         self.cfg = config.resolved()
         assert self.cfg.device is not None and self.cfg.size is not None and self.cfg.spare_workers is not None
+        self.spares = self.cfg.spare_workers
         if self.cfg.sandbox:
             jail.require()  # one sentence saying how to enable it, before anything starts
         # strict fp32 overrides a task's own TF32 opt-in: the user asked for true fp32
         self.allow_tf32 = not self.cfg.strict_fp32 and (self.cfg.allow_tf32 or bool(task.metadata.get("allow_tf32")))
-        # a task file that did not come from the operator runs its program only inside the sandbox
-        self.sandbox_reference = self.cfg.sandbox_reference or task.untrusted
-        if self.sandbox_reference and not self.cfg.sandbox:
-            raise ConfigError(f"the task {task.name} did not come from you, so its program runs only inside the "
-                              "sandbox, which --no-sandbox turned off: evaluate it with the sandbox on")
-        if self.sandbox_reference:  # CUDA IPC between two sandboxes failed on an H100 (the candidate could not
-            self.cfg = dataclasses.replace(self.cfg, cuda_ipc=False)  # open the handles): sets travel as files
-        self.spares = self.cfg.spare_workers
         self.target = build_target(self.cfg.device)  # what candidates build for: their cache key, the baselines'
         # tmpfs when there is one: GPU-sized inputs and outputs cross between processes as files
         shm = "/dev/shm" if _free_gb("/dev/shm") > 16 else None
