@@ -358,7 +358,7 @@ def test_evaluations_on_an_executor_give_the_same_verdicts_and_records(tmp_path:
         honest = tools.evaluate(diag, HONEST)
         cheat = tools.evaluate(diag, fixture("patch_timer"))
         other = tools.evaluate(matmul, fixture("honest_matmul"))  # a task file, not a suite name
-        from warpforge.evaluator import PoolEvaluator
+        from warpforge.executor.evaluators import PoolEvaluator
 
         assert isinstance(tools._evaluators["cpu"], PoolEvaluator)  # the workers evaluated, not a Judge here
     assert (honest["status"], honest["correct"], cheat["status"], other["correct"]) == ("correct", True, "rejected", True)

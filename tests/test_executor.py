@@ -493,7 +493,8 @@ def test_one_evaluator_seam_in_process_or_on_a_pool() -> None:
 
     from warpforge import Candidate, load_task
     from warpforge.candidate import EvalResult
-    from warpforge.evaluator import LocalEvaluator, PoolEvaluator
+    from warpforge.evaluator import LocalEvaluator
+    from warpforge.executor.evaluators import PoolEvaluator
     from warpforge.executor import EvalPool
 
     pairs = [(load_task(t), Candidate.from_file(c)) for t, c in (PAIRS[0], PAIRS[3])]

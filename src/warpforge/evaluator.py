@@ -5,11 +5,12 @@
      │                        task (a few; the least recently used is closed): the only cache of
      │                        Judges outside a pool's workers
      └── PoolEvaluator        on an `executor.EvalPool`'s workers (worker processes, or Ray actors),
-                              evaluations overlapping
+                              evaluations overlapping (executor/evaluators.py: it is the
+                              executor's, which builds on this module, never the reverse)
 
 The optimiser (`search.loop`), the RL reward (`reward.KernelReward`) and agent mode
-(`agent.tools`) each take one evaluator, so "in process or on a pool" is decided once, where
-they are built. A `LocalEvaluator`'s future is already done when `submit` returns (the
+(`agent.tools`) each take one evaluator, made by `executor.make_evaluator`, so "in process or on
+a pool" is decided once, where they are built. A `LocalEvaluator`'s future is already done when `submit` returns (the
 evaluation ran in the caller's thread); a `PoolEvaluator`'s completes when a worker answers. A
 worker lost for good gives an ordinary `crashed` result at stage `executor` (the pool's rule),
 not an exception.
@@ -18,14 +19,13 @@ not an exception.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections import OrderedDict
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from warpforge.candidate import Candidate, EvalResult
 from warpforge.config import EvalConfig
-from warpforge.task import SUITE_DIR, Task
+from warpforge.task import Task
 
 if TYPE_CHECKING:
     from warpforge.evaluate import Judge
@@ -125,43 +125,3 @@ class LocalEvaluator:
         self._uses.clear()
         while self._judges:
             self._judges.popitem()[1].close()
-
-
-class PoolEvaluator:
-    """Evaluates on an `executor.EvalPool`'s workers: `submit` returns at once and evaluations
-    overlap. A suite task goes to a worker by name (a Ray node resolves it in its own
-    installation), any other by path. `close` closes the pool when this evaluator owns it."""
-
-    def __init__(self, pool: Any, label: str = "candidate", owns_pool: bool = False) -> None:
-        self.pool = pool
-        self.label = label
-        self.owns_pool = owns_pool
-        self._index = itertools.count()
-
-    def __enter__(self) -> PoolEvaluator:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def submit(self, task: Task, candidate: Candidate) -> Future[EvalResult]:
-        from warpforge.executor import Job
-
-        suite = task.path.resolve().is_relative_to(SUITE_DIR.resolve())
-        job = Job(next(self._index), task.name if suite else str(task.path), f"{self.label} {candidate.id}",
-                  source=candidate.source)
-        shipped = self.pool.submit(job)
-        future: Future[EvalResult] = Future()
-
-        def done(f: Future[dict[str, Any]]) -> None:
-            try:
-                future.set_result(EvalResult.from_dict(f.result()))
-            except Exception as exc:
-                future.set_exception(exc)
-
-        shipped.add_done_callback(done)
-        return future
-
-    def close(self) -> None:
-        if self.owns_pool:
-            self.pool.close()

@@ -23,7 +23,8 @@ from warpforge.candidate import Candidate, EvalResult
 from warpforge.config import EvalConfig
 from warpforge.errors import ConfigError
 from warpforge.evaluate import Judge
-from warpforge.evaluator import Evaluator, LocalEvaluator, PoolEvaluator
+from warpforge.evaluator import Evaluator
+from warpforge.executor.evaluators import make_evaluator
 from warpforge.propose.parse import parse_reply
 from warpforge.task import Task, load_task
 
@@ -131,8 +132,8 @@ class KernelReward:
         self.config = config or EvalConfig()
         self.reward_config = reward_config
         self.normalizer = normalizer
-        self.evaluator: Evaluator = evaluator or (PoolEvaluator(pool, "completion") if pool is not None
-                                                  else LocalEvaluator(self.config, max_judges))
+        self.evaluator: Evaluator = evaluator or make_evaluator(self.config, pool=pool, label="completion",
+                                                                max_judges=max_judges)
         self.last: list[Reward] = []
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], task: Sequence[str] | None = None,

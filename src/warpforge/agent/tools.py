@@ -32,7 +32,8 @@ from warpforge.archive import Archive, Attempt, hardware_key
 from warpforge.candidate import Candidate
 from warpforge.config import Device, EvalConfig, cuda_available
 from warpforge.errors import ConfigError, HarnessError, TaskError, UsageError
-from warpforge.evaluator import Evaluator, LocalEvaluator, PoolEvaluator
+from warpforge.evaluator import Evaluator
+from warpforge.executor.evaluators import make_evaluator
 from warpforge.propose import Proposal
 from warpforge.search.features import features_of
 from warpforge.search.retrieval import similarity, stepping_stones
@@ -375,13 +376,9 @@ class AgentTools:
         with self._record_lock:
             evaluator = self._evaluators.get(device)
             if evaluator is None:
-                if self.executor is None:
-                    evaluator = LocalEvaluator(config, self.max_judges)
-                else:
-                    from warpforge.executor import EvalPool
-
-                    pool = EvalPool(config, self.executor, self.workers, self.ray_address)
-                    evaluator = PoolEvaluator(pool, f"attempt of {self.agent_name}", owns_pool=True)
+                evaluator = make_evaluator(config, executor=self.executor, workers=self.workers,
+                                           ray_address=self.ray_address, label=f"attempt of {self.agent_name}",
+                                           max_judges=self.max_judges)
                 self._evaluators[device] = evaluator
         return evaluator
 

@@ -31,7 +31,8 @@ from warpforge.archive import Archive, Attempt, RunLock, best_attempt, improves_
 from warpforge.candidate import Candidate, EvalResult
 from warpforge.config import EvalConfig
 from warpforge.errors import ConfigError
-from warpforge.evaluator import Evaluator, LocalEvaluator, PoolEvaluator
+from warpforge.evaluator import Evaluator, LocalEvaluator
+from warpforge.executor.evaluators import make_evaluator
 from warpforge.propose import DUPLICATE, Proposal, duplicate_of
 from warpforge.propose.llm import Completion, LLMClient, LLMError
 from warpforge.propose.parse import parse_reply, parse_review
@@ -150,8 +151,7 @@ class Optimizer:
                  evaluator: Evaluator | None = None) -> None:
         self.archive, self.llm, self.cfg = archive, llm, config
         self.eval_cfg = config.eval.resolved()
-        self.evaluator: Evaluator = evaluator or (PoolEvaluator(pool, "candidate") if pool is not None
-                                                  else LocalEvaluator(self.eval_cfg, max_judges=1))
+        self.evaluator: Evaluator = evaluator or make_evaluator(self.eval_cfg, pool=pool, max_judges=1)
         """Where candidates are evaluated (evaluator.py): by default in this process, one after
         another through the task's Judge; with `pool` (an `executor.EvalPool`), a generation's
         candidates in parallel on its workers (one per GPU, or Ray actors)."""
