@@ -29,6 +29,7 @@ __version__ = "0.1.0"
 _LAZY = {"Candidate": "warpforge.candidate", "EvalResult": "warpforge.candidate", "EvalConfig": "warpforge.config",
          "WarpforgeError": "warpforge.errors", "Judge": "warpforge.evaluate", "Task": "warpforge.task",
          "load_task": "warpforge.task"}
+_LAZY["apply"] = "warpforge.model.apply"  # model, report = warpforge.apply(model, archive, seams_json)
 
 
 def evaluate(task: Task, candidate: Candidate, config: EvalConfig | None = None) -> EvalResult:

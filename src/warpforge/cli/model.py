@@ -1,5 +1,6 @@
-"""`warpforge model profile|extract`: a whole model from a spec file (docs/models.md).
+"""`warpforge model profile|extract|apply`: a whole model from a spec file (docs/models.md).
 
+apply: patch the archive's verified kernels of seams.json's tasks into the model (model/apply.py).
 profile: build the model, time each served regime by module, rank the seams (table on stderr,
 profile.json and profile.html in --out). extract: one KernelBench-format task per top seam, with
 seams.json and gemm_shapes.json, from a profile.json (--profile) or from a profile it runs first.
@@ -37,6 +38,17 @@ def add_model_parser(sub: Any) -> None:
                               "repeat for more")
     extract.add_argument("--profile", metavar="PROFILE_JSON",
                          help="rank from this profile.json (e.g. one made on a GPU); default: profile first on --device")
+    ap = verbs.add_parser("apply", help="patch the archive's verified kernels into the model, per instance",
+                          description="Build the spec's model and give each module of each seam in seams.json the "
+                                      "archive's best verified kernel of its task, as a torch.library custom op "
+                                      "behind a per-instance forward that falls back (and counts it) on any call "
+                                      "outside the verified shapes, dtypes and device; then run one forward at the "
+                                      "cpu regime and report what the kernels served.")
+    ap.add_argument("spec", help="the model spec (.toml)")
+    ap.add_argument("--archive", required=True, metavar="DB", help="the archive holding the verified kernels")
+    ap.add_argument("--seams", required=True, metavar="SEAMS_JSON", help="the seams.json that `model extract` wrote")
+    ap.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when a GPU is visible, else cpu")
+    ap.add_argument("--json", action="store_true", help="print the report as one JSON object on stdout")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -59,6 +71,8 @@ def cmd_model(args: argparse.Namespace) -> int:
         from warpforge.config import require_cuda
 
         require_cuda("--device cuda was given", "drop --device or install a CUDA build of torch")
+    if args.model_command == "apply":
+        return _apply(args, spec, device)
     if args.iters < 1:
         raise UsageError("--iters must be at least 1")
     out = Path(args.out)
@@ -118,3 +132,28 @@ def _extract(args: argparse.Namespace, spec: Any, device: str, out: Path) -> int
     if args.json:
         print(json.dumps(result.to_dict(spec, data)))
     return 0 if result.tasks else 1
+
+
+def _apply(args: argparse.Namespace, spec: Any, device: str) -> int:
+    import torch
+
+    from warpforge.model import build as builder
+    from warpforge.model.apply import apply
+
+    built = builder.build(spec)
+    model = built.model.to(device)
+    model, report = apply(model, args.archive, args.seams)
+    call_args, call_kwargs = builder.inputs(built, spec.cpu_regime, device, seed=spec.seed)
+    with torch.no_grad():
+        model(*call_args, **call_kwargs)
+    for s in report.seams:
+        if s.skipped:
+            print(f"{s.seam}: not applied: {s.skipped}", file=sys.stderr)
+            continue
+        speed = "not timed" if s.speedup is None else f"{s.speedup:.2f}x vs eager"
+        print(f"{s.seam}: kernel #{s.attempt_id} ({speed}, {s.device}) as {s.op} at {len(s.paths)} modules; one "
+              f"forward at the cpu regime {spec.cpu_regime.axes}: {s.served} calls served, {s.fallbacks} fallbacks",
+              file=sys.stderr)
+    if args.json:
+        print(report.to_json())
+    return 0 if report.applied else 1
