@@ -54,7 +54,8 @@ def add_eval_options(p: argparse.ArgumentParser, device_help: str | None = None)
     group of EvalConfig (config.GROUPS), and --config FILE for all of them."""
     p.add_argument("--config", metavar="FILE",
                    help="a TOML file of evaluation settings, one [section] per option group below "
-                        "(docs/reference.md, 'Configuration file'); the environment (WARPFORGE_<KEY>) and these flags override it")
+                        "(docs/reference.md, 'Configuration file'); the environment (WARPFORGE_<KEY>) and these "
+                        "flags override it")
     run = p.add_argument_group("evaluation: what runs where [run]")
     run.add_argument("--device", choices=["cpu", "cuda"],
                      help=device_help or "default: cuda when a GPU is visible, else cpu")
@@ -83,7 +84,8 @@ def add_eval_options(p: argparse.ArgumentParser, device_help: str | None = None)
     timing.add_argument("--compile-baseline", action=argparse.BooleanOptionalAction,
                         help="also time torch.compile (default: on for cuda, off for cpu)")
     timing.add_argument("--fresh-baselines", dest="reuse_baselines", action="store_false", default=None,
-                        help="re-time the eager / torch.compile baselines instead of reusing this machine's cached ones")
+                        help="re-time the eager / torch.compile baselines instead of reusing this machine's "
+                             "cached ones")
     limits = p.add_argument_group("evaluation: what a process may use [limits]")
     limits.add_argument("--timeout", dest="timeout_s", type=float, metavar="SECONDS",
                         help="seconds the candidate process may run (default 600)")

@@ -33,9 +33,9 @@ from warpforge.evaluate import jail, leftovers
 from warpforge.evaluate.paired import Rounds, pair_memory_note
 from warpforge.evaluate import protocol
 from warpforge.evaluate.presets import CPU_BYTES
-from warpforge.evaluate.protocol import (Baseline, BaselineFailed, CandidateSpec, CheckFresh, Compare, Compared, Draw,
-                                         FreshChecked, Loaded, ParentView, ReferenceReady, ReferenceSpec, TaskFailed,
-                                         Timed, TimeRound)
+from warpforge.evaluate.protocol import (Baseline, BaselineFailed, CandidateSpec, CheckFresh, Command, Compare,
+                                         Compared, Draw, FreshChecked, Loaded, ParentView, ReferenceReady,
+                                         ReferenceSpec, TaskFailed, Timed, TimeRound)
 from warpforge.evaluate.sandbox import Child, ChildOutcome
 from warpforge.evaluate.static import check_source
 from warpforge.evaluate.verdict import (CONTENT_CACHE_RATIO, SPEED_OF_LIGHT_SLACK, Reference, comparison_from,
@@ -281,7 +281,7 @@ class Judge:
                               cfg.process_spread or 0.0)
                        if cfg.bench and cfg.paired_rounds and reference.paired else None)
 
-        def on_message(message: dict[str, Any]) -> str | None:
+        def on_message(message: dict[str, Any]) -> Command | None:
             rounds = view.rounds
             if message["type"] in ("bench", "bench_round"):
                 if view.answered_rounds >= view.requested_rounds:
@@ -289,10 +289,10 @@ class Judge:
                     return None
                 view.answered_rounds += 1
                 if rounds is None or not rounds.after_candidate(message.get("timing")):
-                    return "end"
+                    return Command.END
                 rounds.start_round()
                 view.requested_rounds += 1
-                return "again"
+                return Command.AGAIN
             if message["type"] != "verified" or view.comparison is not None:
                 return None
             # the files this harness told it to write, whatever paths the message names
@@ -301,14 +301,14 @@ class Judge:
             view.comparison, view.summaries = self._compare(files, reference, positions)
             view.add_seconds("compare", started)
             if not (view.comparison.ok and cfg.bench):
-                return "stop"
+                return Command.STOP
             paused.extend(child for child, _ in self._workers)  # no spare's start-up during the timed calls
             for child in paused:
                 child.pause()
             if rounds is not None:
                 rounds.start_round()
             view.requested_rounds = 1
-            return "bench"
+            return Command.BENCH
 
         mem_limit_mb = candidate_memory_mb(cfg, workdir)  # (before it runs: it may replace its inputs file)
         watch = _folder_limit(cfg, [workdir, workdir.parent / "cache"],

@@ -15,10 +15,10 @@ the message's fields); the parent writes requests on the child's stdin. For one 
                                                                     <-- StageEntered compile; Compiled | CompileFailed
                                                                     <-- StageEntered verify; Verified: files
                                <-- Compare: files, tolerances
-    Compared: ok, errors, summaries -->   "bench" (or "stop") -->
+    Compared: ok, errors, summaries -->   Command.BENCH (or STOP) -->
                                                                     <-- StageEntered bench; FirstRound: timing, fingerprints
-                               <-- TimeRound (paired rounds)        <-- Round ... ("again" each)
-    Timed: timing                   -->   "end" -->
+                               <-- TimeRound (paired rounds)        <-- Round ... (Command.AGAIN each)
+    Timed: timing                   -->   Command.END -->
                                                                     <-- StageEntered profile; Profiled: kernels
                                                                     <-- Done | Refused | Crashed | WrongOutputs
                                                                         | HarnessFailed
@@ -36,6 +36,7 @@ unknown) counts as not sent.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import time
 import json
 from typing import Any, ClassVar, Literal, get_args
@@ -406,6 +407,25 @@ def request_from_json(line: str) -> Draw | Compare | TimeRound | CheckFresh:
     raw = json.loads(line)
     cls = REQUESTS[raw.pop("op")]
     return cls(**raw)  # type: ignore[no-any-return]
+
+
+class Command(str, enum.Enum):
+    """What the parent writes on the candidate process's stdin between its stages, one word a
+    line: after `Verified`, BENCH (time it) or STOP; after each timed round, AGAIN (one more
+    paired round) or END. Anything else the candidate reads is taken as STOP or END."""
+
+    BENCH = "bench"
+    STOP = "stop"
+    AGAIN = "again"
+    END = "end"
+
+
+def read_command(line: str) -> Command | None:
+    """The command on one line of the candidate's stdin; None for anything else (its parent died)."""
+    try:
+        return Command(line.strip())
+    except ValueError:
+        return None
 
 
 @dataclasses.dataclass(frozen=True)

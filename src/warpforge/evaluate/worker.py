@@ -164,10 +164,10 @@ def _stages(channel: sandbox.Channel, imported: StageCall, spec: CandidateSpec, 
         return verified.ending(spec.candidate_path)
     earlier = _weak_refs(verified.value)
     del verified  # the outputs are freed: only a candidate that kept them keeps their memory (see _bench)
-    answer = sys.stdin.readline().strip()
+    answer = protocol.read_command(sys.stdin.readline())
     if exported.pointers:  # the reference process has compared them
         exported.free()
-    if answer != "bench":
+    if answer is not protocol.Command.BENCH:
         return Done()
     timed = _stage(channel, "bench", lambda: _bench(channel, model, saved, data["trials"], spec, device, check,
                                                     threads_before, earlier, in_place, expected,
@@ -512,7 +512,7 @@ def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.S
     grown = (len(os.listdir("/proc/self/task")) - native_threads) if native_threads else 0
     channel.post(FirstRound(timing.to_dict(), prints, grown))
     # paired timing: further rounds while the parent asks, each checked like the first
-    while sys.stdin.readline().strip() == "again":
+    while protocol.read_command(sys.stdin.readline()) is protocol.Command.AGAIN:
         prints.clear()
         with torch.no_grad():
             timing = bench.time_calls(_timed_forward, prepare, len(sets), device, rng=rng, after_call=after_call,
