@@ -29,7 +29,9 @@ LINE_BUDGET = 650
 # config_sources.py, 148 lines, and every evaluating verb on the same option groups)
 # 24,200 -> 24,550: `warpforge.apply` and `warpforge model apply` (issue 43, part 5: model/apply.py,
 # 306 lines, 40 more in cli/model.py and one export line)
-TOTAL_BUDGET = 24_550
+# 24,550 -> 24,850: `warpforge model prove` (issue 43, part 6: model/proof.py, 298 lines, and 41
+# more in cli/model.py)
+TOTAL_BUDGET = 24_850
 
 KNOWN_CYCLES: list[set[str]] = []  # none: the package has no import cycle, in functions or not
 """Cycles left to remove, each allowed only while every module of it is listed here."""

@@ -1,5 +1,6 @@
-"""`warpforge model profile|extract|apply`: a whole model from a spec file (docs/models.md).
+"""`warpforge model profile|extract|apply|prove`: a whole model from a spec file (docs/models.md).
 
+prove: apply, then check the patched model end to end (model/proof.py).
 apply: patch the archive's verified kernels of seams.json's tasks into the model (model/apply.py).
 profile: build the model, time each served regime by module, rank the seams (table on stderr,
 profile.json and profile.html in --out). extract: one KernelBench-format task per top seam, with
@@ -49,6 +50,20 @@ def add_model_parser(sub: Any) -> None:
     ap.add_argument("--seams", required=True, metavar="SEAMS_JSON", help="the seams.json that `model extract` wrote")
     ap.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when a GPU is visible, else cpu")
     ap.add_argument("--json", action="store_true", help="print the report as one JSON object on stdout")
+    pv = verbs.add_parser("prove", help="prove the patched model: correct, engaged, compilable, exportable, timed",
+                          description="Apply the archive's verified kernels (as `model apply`), then check the patched "
+                                      "model against a float64 copy of the original at each served regime (the cpu "
+                                      "regime on the CPU) within the evaluator's bar, that every applied seam served "
+                                      "calls with no fallback, that torch.compile(fullgraph=True) and a torch.export "
+                                      "save/load round trip run, and time it against eager in paired rounds after an "
+                                      "A/A (reported, never required). Exit 0 when every required check passes.")
+    pv.add_argument("spec", help="the model spec (.toml)")
+    pv.add_argument("--archive", required=True, metavar="DB", help="the archive holding the verified kernels")
+    pv.add_argument("--seams", required=True, metavar="SEAMS_JSON", help="the seams.json that `model extract` wrote")
+    pv.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when a GPU is visible, else cpu")
+    pv.add_argument("--out", metavar="DIR", help="write proof.json here (created if missing)")
+    pv.add_argument("--rounds", type=int, default=5, help="paired timing rounds (default 5)")
+    pv.add_argument("--json", action="store_true", help="print the report as one JSON object on stdout")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -73,6 +88,8 @@ def cmd_model(args: argparse.Namespace) -> int:
         require_cuda("--device cuda was given", "drop --device or install a CUDA build of torch")
     if args.model_command == "apply":
         return _apply(args, spec, device)
+    if args.model_command == "prove":
+        return _prove(args, spec, device)
     if args.iters < 1:
         raise UsageError("--iters must be at least 1")
     out = Path(args.out)
@@ -157,3 +174,26 @@ def _apply(args: argparse.Namespace, spec: Any, device: str) -> int:
     if args.json:
         print(report.to_json())
     return 0 if report.applied else 1
+
+
+def _prove(args: argparse.Namespace, spec: Any, device: str) -> int:
+    from warpforge.model.proof import prove, write
+
+    if args.rounds < 1:
+        raise UsageError("--rounds must be at least 1")
+    report = prove(spec, args.archive, args.seams, device=device, rounds=args.rounds)
+    for s in report.apply["seams"]:
+        if s["skipped"]:
+            print(f"{s['seam']}: not applied: {s['skipped']}", file=sys.stderr)
+    for c in report.checks:
+        mark = ("PASS" if c.passed else "FAIL") if c.required else "INFO"
+        print(f"{mark} {c.name}: {c.detail or 'ok'}", file=sys.stderr)
+    if args.out:
+        out = Path(args.out)
+        try:
+            print(f"wrote {write(report, out)}", file=sys.stderr)
+        except OSError as exc:
+            raise UsageError(f"cannot write into {out} ({exc.strerror}): pick a writable --out") from None
+    if args.json:
+        print(report.to_json())
+    return 0 if report.passed else 1
