@@ -46,7 +46,7 @@ from warpforge.evaluate.protocol import (Baseline, BaselineFailed, CheckFresh, C
 from warpforge.evaluate.sandbox import Channel, die_with_parent
 from warpforge.evaluate.verify import (Comparison, Tolerance, compare, native_error, reference_norm, relative_change,
                                       summarize_reference)
-from warpforge.task import eval_metadata_expr, import_task_module, load_task
+from warpforge.task import Task, eval_metadata_expr, import_task_module, load_task
 
 SCALARS = (int, float, bool)
 
@@ -82,46 +82,78 @@ def main(spec_path: str) -> None:
     except Exception as exc:
         channel.post(TaskFailed(f"task {spec.task_path} failed to build its model or inputs: {type(exc).__name__}: {exc}"))
         return
-    hw = hardware.fingerprint(device)
-    pristine = module_state.snapshot(model)  # put back before every call (state.py): stateful tasks
-    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    server = ReferenceServer(channel, spec, task, module, model, init_inputs, scale_note)
     gc.freeze()  # the task, torch and CUDA's objects live on: each timing run's collection skips them
-    channel.post(Loaded(flops, nbytes, hw))
-    held: list[list[torch.Tensor]] = []  # the current draw's reference outputs, one list per input set
-    norms: list[list[tuple[float, float]]] = []  # and their (norm, scale), for the fingerprint checks
-    held_inputs: list[list[Any]] = []  # and its input sets (on the GPU when they fit), for paired timing rounds
-    exported = shared.Exported([])  # the copies of the current draw's inputs the candidate opens
-    dtypes: list[torch.dtype] = []
-    while True:
-        line = sys.stdin.readline().strip()
-        if not line:
-            return
-        request = request_from_json(line)
-        if isinstance(request, Compare):
-            channel.post(_compare(request, held, dtypes, norms))
-            continue
-        partners = mix_partners(len(held_inputs), _dists(task.metadata))
-        if isinstance(request, TimeRound):  # one paired-timing round on the current draw's sets
-            channel.post(Timed(_time_round(model, pristine, held_inputs, device, request, partners)))
-            continue
-        if isinstance(request, CheckFresh):  # some timed calls' inputs, made again, and their references
-            channel.post(_check_fresh(model, pristine, held_inputs, device, request, partners))
-            continue
-        held.clear()  # a new draw: the last candidate's references go first
-        norms.clear()
-        held_inputs.clear()
-        if exported.pointers:  # (the last candidate's process has ended)
-            exported.free()
-        if device == "cuda":
+    channel.post(Loaded(flops, nbytes, server.hw))
+    server.serve()
+
+
+class ReferenceServer:
+    """The loaded task, serving the parent's requests (protocol.py) one method each: `draw` new
+    input sets and their float64 references, `compare` a candidate's outputs with them,
+    `time_round` one paired-timing round, `check_fresh` some timed calls' fresh inputs. It holds
+    the current draw between requests; a new draw drops the last candidate's."""
+
+    def __init__(self, channel: Channel, spec: ReferenceSpec, task: Task, module: Any, model: torch.nn.Module,
+                 init_inputs: list[Any], scale_note: str) -> None:
+        self.channel, self.spec, self.task, self.module, self.model = channel, spec, task, module, model
+        self.init_inputs, self.scale_note, self.device = init_inputs, scale_note, spec.device
+        self.hw = hardware.fingerprint(self.device)
+        self.pristine = module_state.snapshot(model)  # put back before every call (state.py): stateful tasks
+        self.state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+        self.held: list[list[torch.Tensor]] = []  # the current draw's reference outputs, one list per input set
+        self.norms: list[list[tuple[float, float]]] = []  # and their (norm, scale), for the fingerprint checks
+        self.held_inputs: list[list[Any]] = []  # and its input sets (on the GPU when they fit), for paired rounds
+        self.exported = shared.Exported([])  # the copies of the current draw's inputs the candidate opens
+        self.dtypes: list[torch.dtype] = []
+
+    def serve(self) -> None:
+        """One request a line of JSON on stdin until EOF (or a draw that fails: TaskFailed is sent)."""
+        handlers: dict[type[Any], Callable[[Any], bool]] = {
+            Draw: self.draw, Compare: self.compare, TimeRound: self.time_round, CheckFresh: self.check_fresh}
+        while True:
+            line = sys.stdin.readline().strip()
+            if not line:
+                return
+            request = request_from_json(line)
+            if not handlers[type(request)](request):
+                return
+
+    def _partners(self) -> list[list[int]]:
+        return mix_partners(len(self.held_inputs), _dists(self.task.metadata))
+
+    def compare(self, request: Compare) -> bool:
+        self.channel.post(_compare(request, self.held, self.dtypes, self.norms))
+        return True
+
+    def time_round(self, request: TimeRound) -> bool:  # one paired-timing round on the current draw's sets
+        self.channel.post(Timed(_time_round(self.model, self.pristine, self.held_inputs, self.device, request,
+                                            self._partners())))
+        return True
+
+    def check_fresh(self, request: CheckFresh) -> bool:  # some timed calls' inputs, made again, and their references
+        self.channel.post(_check_fresh(self.model, self.pristine, self.held_inputs, self.device, request,
+                                       self._partners()))
+        return True
+
+    def draw(self, request: Draw) -> bool:
+        self.held.clear()  # a new draw: the last candidate's references go first
+        self.norms.clear()
+        self.held_inputs.clear()
+        if self.exported.pointers:  # (the last candidate's process has ended)
+            self.exported.free()
+        if self.device == "cuda":
             torch.cuda.empty_cache()
-        drawn = _draw(channel, module, task.metadata, model, pristine, init_inputs, state, request, spec, hw,
-                      [scale_note] if scale_note else [], exported)
+        drawn = _draw(self.channel, self.module, self.task.metadata, self.model, self.pristine, self.init_inputs,
+                      self.state, request, self.spec, self.hw, [self.scale_note] if self.scale_note else [],
+                      self.exported)
         if drawn is None:
-            return
-        held.extend(drawn[0])
-        dtypes = drawn[1]
-        held_inputs.extend(drawn[2])
-        norms.extend(drawn[3])
+            return False
+        self.held.extend(drawn[0])
+        self.dtypes = drawn[1]
+        self.held_inputs.extend(drawn[2])
+        self.norms.extend(drawn[3])
+        return True
 
 
 def _draw(channel: Channel, module: Any, metadata: dict[str, Any], model: torch.nn.Module,
