@@ -1,4 +1,4 @@
-"""Whole models (issue 43): a spec file says how to build a model and what it serves; the stages,
+"""Whole models: a spec file says how to build a model and what it serves; the stages,
 in the order they run, are its modules:
 
     spec.py      the TOML model spec, checked (no code runs)
@@ -10,6 +10,9 @@ in the order they run, are its modules:
     inline.py    a module instance written as torch-only source
     taskfile.py  the KernelBench-format task text around it
     extract.py   `warpforge model extract`: checked tasks, seams.json, gemm_shapes.json
+    apply.py     `warpforge.apply` / `warpforge model apply`: verified kernels as guarded custom ops
+    proof.py     `warpforge model prove`: the patched model against float64, engaged, compiled, exported
 
-Nothing here is imported by `import warpforge`; transformers only when a spec names it.
+Nothing here is imported by `import warpforge` (`warpforge.apply` loads apply.py on first use);
+transformers only when a spec names it.
 """
