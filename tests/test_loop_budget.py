@@ -20,6 +20,7 @@ from warpforge.archive import Archive
 from warpforge.cli import main
 from warpforge.propose import DUPLICATE, Proposal, duplicate_of
 from warpforge.propose.llm import LLMClient, parse_model_specs
+from warpforge.report.pages import read_archive
 from warpforge.search import Budget, OptimizeConfig, Optimizer, TaskProgress
 from warpforge.search.display import COLUMNS, PLAIN, ProgressView
 from warpforge.candidate import Candidate
@@ -69,6 +70,8 @@ def test_a_repeated_program_is_a_duplicate_not_a_failed_attempt_and_the_next_pro
     assert (outcome.attempts, outcome.duplicates) == (1, 3)
     assert (listed.attempts, listed.duplicates, listed.evaluated, listed.correct) == (1, 3, 1, 1)
     assert (seen[-1].proposed, seen[-1].duplicates, seen[-1].correct, seen[-1].state) == (1, 3, 1, "done")
+    page = {t.name: t for t in read_archive(tmp_path / "a.db").tasks}[TASK]  # and the report's task page
+    assert (len(page.tried), page.duplicates, page.correct, len(page.attempts)) == (1, 3, 1, 4)
     assert any(p.last == f"step 1: translate repeated candidate #{first.id}" for p in seen)
     # one call a generation: the prompts after a duplicate say which candidate it repeated
     asked = prompts(calls)

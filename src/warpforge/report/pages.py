@@ -25,6 +25,7 @@ from markupsafe import Markup
 from warpforge.archive import Archive, Attempt, RunRow, best_attempt, improves_on_eager
 from warpforge.errors import UsageError
 from warpforge.metrics import geometric_mean
+from warpforge.propose import duplicate_of
 from warpforge.report import plots
 
 STATUS_ORDER = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected",
@@ -106,6 +107,16 @@ class TaskView:
     @property
     def correct(self) -> int:
         return sum(bool(a.correct) for a in self.attempts)
+
+    @property
+    def tried(self) -> list[Attempt]:
+        """The attempts that were candidates of their own: a reply repeating an earlier one is a
+        duplicate, listed but not counted (archive.task_summaries counts the same way)."""
+        return [a for a in self.attempts if duplicate_of(a.failure) is None]
+
+    @property
+    def duplicates(self) -> int:
+        return len(self.attempts) - len(self.tried)
 
     @property
     def improved(self) -> bool:
@@ -352,7 +363,7 @@ def level_rows(tasks: list[TaskView]) -> list[dict[str, Any]]:
 
 def index_context(view: ArchiveView) -> dict[str, Any]:
     """What index.html shows beyond the ArchiveView itself."""
-    attempts = [a for t in view.tasks for a in t.attempts]
+    attempts = [a for t in view.tasks for a in t.tried]
     bests = [t.best for t in view.tasks if t.best is not None]
     timed = [s for b in bests if (s := positive(b.speedup)) is not None]
     vs_compile = [s for b in bests if (s := positive(b.speedup_vs_compile)) is not None]
