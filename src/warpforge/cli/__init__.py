@@ -141,8 +141,8 @@ def format_result(r: dict) -> str:  # type: ignore[type-arg]
     tolerance = r.get("tolerance") or {}
     lines = [f"{str(r.get('status') or 'unknown').upper()}: {r.get('reason') or ''}  [stage: {r.get('stage') or '?'}]"]
     if r.get("rel_l2_err") is not None:
-        lines.append(f"  error: relative L2 {_g(r.get('rel_l2_err'))}, max abs {_g(r.get('max_abs_err'))} "
-                     f"(tolerance {_g(tolerance.get('rel_l2'))} / {_g(tolerance.get('max_rel'))} of scale)")
+        lines.append(f"  error: relative L2 {_g(r.get('rel_l2_err'))} (bar {_g(tolerance.get('rel_l2'))}), "
+                     f"max abs {_g(r.get('max_abs_err'))} (bar {_g(tolerance.get('max_rel'))} x the outputs' scale)")
     claim = claim_of(r)
     speed = f"  speed vs eager PyTorch: {claim.words()}"
     if claim.timed:

@@ -135,7 +135,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     improved = [o for o in summary.outcomes if o.improved]
     for o in summary.outcomes:
         best = f"best #{o.best.id}: {o.best.claim.words()}" if o.best else "no correct, timed attempt"
-        print(f"  {o.task}: {best} ({o.attempts} attempts)", file=sys.stderr)
+        print(f"  {o.task}: {best} ({o.attempts} attempt{'' if o.attempts == 1 else 's'})", file=sys.stderr)
     print(f"warpforge: {len(improved)} of {len(summary.outcomes)} tasks proven faster than eager PyTorch; "
           f"{summary.tokens} tokens, ${summary.cost_usd:.2f}; archive {args.archive} (run {summary.run_id})"
           + (f"; stopped: {summary.stopped_by}" if summary.stopped_by else ""), file=sys.stderr)
