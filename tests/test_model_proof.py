@@ -22,6 +22,11 @@ from warpforge.model import apply as applier  # noqa: E402
 from warpforge.model.proof import prove  # noqa: E402
 from warpforge.model.spec import Regime  # noqa: E402
 
+# The slow lane (`bash scripts/test.sh -m slow`, run before every landing): with its own copy of
+# the tiny Llama's set-up these tests take about a minute on 2 cores, which would push the default
+# lane past ten minutes; tests/test_model_apply.py keeps apply itself in the default lane.
+pytestmark = pytest.mark.slow
+
 
 def test_the_proof_passes_for_honest_kernels(setup: dict[str, Any]) -> None:  # noqa: F811
     report = prove(setup["spec"], setup["db"], setup["seams"], rounds=2, iters=1)
