@@ -31,7 +31,10 @@ LINE_BUDGET = 650
 # 306 lines, 40 more in cli/model.py and one export line)
 # 24,550 -> 24,850: `warpforge model prove` (issue 43, part 6: model/proof.py, 298 lines, and 41
 # more in cli/model.py)
-TOTAL_BUDGET = 24_850
+# 24,850 -> 26,200: room set ahead for session 25's three parallel strands, each reported in its
+# commit: `model optimize` (issue 43, part 4), `model export` (part 7) and the evaluator's
+# per-candidate session and grouped settings (issue 41, part 3)
+TOTAL_BUDGET = 26_200
 
 KNOWN_CYCLES: list[set[str]] = []  # none: the package has no import cycle, in functions or not
 """Cycles left to remove, each allowed only while every module of it is listed here."""
