@@ -1,5 +1,6 @@
-"""`warpforge model profile|extract|apply|prove`: a whole model from a spec file (docs/models.md).
+"""`warpforge model profile|extract|apply|prove|optimize`: a whole model from a spec file (docs/models.md).
 
+optimize: all of it as one resumable command (model/optimize.py), the loop being `warpforge optimize`'s.
 prove: apply, then check the patched model end to end (model/proof.py).
 apply: patch the archive's verified kernels of seams.json's tasks into the model (model/apply.py).
 profile: build the model, time each served regime by module, rank the seams (table on stderr,
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,26 @@ def add_model_parser(sub: Any) -> None:
     pv.add_argument("--out", metavar="DIR", help="write proof.json here (created if missing)")
     pv.add_argument("--rounds", type=int, default=5, help="paired timing rounds (default 5)")
     pv.add_argument("--json", action="store_true", help="print the report as one JSON object on stdout")
+    opt = verbs.add_parser("optimize", help="profile, extract, optimise, apply and prove: one resumable command",
+                           description="Profile the spec's model, extract its top seams as tasks, optimise each with "
+                                       "the LLM (the loop of `warpforge optimize`, every attempt in --archive), apply "
+                                       "the verified kernels and prove the patched model (as `model prove`). Run the "
+                                       "same command again to resume: finished stages are skipped, and each task's "
+                                       "run continues from the archive. Exit 0 when a kernel was applied and the "
+                                       "proof passed, 1 otherwise.")
+    opt.add_argument("spec", help="the model spec (.toml)")
+    opt.add_argument("--out", required=True, metavar="DIR",
+                     help="folder of the profile, the tasks, seams.json, proof.json and the summary (created if "
+                          "missing); the same DIR resumes")
+    opt.add_argument("--top", type=int, default=5, metavar="N", help="seams to extract and optimise (default 5)")
+    opt.add_argument("--seam", action="append", metavar="ID",
+                     help="optimise this seam (an id of the profile's table) instead of the top N; repeat for more")
+    opt.add_argument("--iters", type=int, default=5, help="the profile's timed forwards per regime (default 5)")
+    opt.add_argument("--no-export", action="store_true", help="profile without the torch.export(strict=False) capture")
+    opt.add_argument("--rounds", type=int, default=5, help="the proof's paired timing rounds (default 5)")
+    from warpforge.cli.optimize import add_search_options
+
+    add_search_options(opt)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -90,6 +112,8 @@ def cmd_model(args: argparse.Namespace) -> int:
         return _apply(args, spec, device)
     if args.model_command == "prove":
         return _prove(args, spec, device)
+    if args.model_command == "optimize":
+        return _optimize(args, spec, device)
     if args.iters < 1:
         raise UsageError("--iters must be at least 1")
     out = Path(args.out)
@@ -197,3 +221,37 @@ def _prove(args: argparse.Namespace, spec: Any, device: str) -> int:
     if args.json:
         print(report.to_json())
     return 0 if report.passed else 1
+
+
+def _optimize(args: argparse.Namespace, spec: Any, device: str) -> int:
+    """Check every option before the first stage (a profile can take minutes), then run them all."""
+    from warpforge.cli.common import config_from_args
+    from warpforge.cli.optimize import NO_LLM, _prices, cmd_optimize
+    from warpforge.errors import ConfigError
+    from warpforge.model.optimize import Request, run
+    from warpforge.propose.llm import LLMClient, parse_model_specs
+
+    for flag, value in (("--top", args.top), ("--iters", args.iters), ("--rounds", args.rounds)):
+        if value < 1:
+            raise UsageError(f"{flag} must be at least 1")
+    llm = args.llm or [s for s in os.environ.get("WARPFORGE_LLM", "").split(",") if s.strip()]
+    if not llm:
+        raise ConfigError(NO_LLM)
+    LLMClient(parse_model_specs(llm, args.base_url, _prices(args.price))).check()
+    args.device = device  # one device for every stage
+    config_from_args(args)  # the sandbox, --config and the device, checked now
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {out} ({exc.strerror}): pick a writable --out") from None
+    request = Request(out, Path(args.archive), device, args.top, tuple(args.seam or ()), args.iters,
+                      not args.no_export, args.rounds)
+
+    def optimise(files: list[Path]) -> int:  # `warpforge optimize FILES...` with this command's options
+        return cmd_optimize(argparse.Namespace(**{**vars(args), "tasks": [str(f) for f in files], "json": False}))
+
+    outcome = run(spec, request, optimise)
+    if args.json and outcome.code != 130:
+        print(json.dumps(outcome.summary))
+    return outcome.code

@@ -44,6 +44,13 @@ def add_optimize_parser(sub: Any) -> None:
                                    "them, a suite name such as level1/softmax or level1) with an LLM in an "
                                    "evolutionary loop; every attempt goes into the archive, and a run resumes.")
     p.add_argument("tasks", nargs="+", metavar="TASK_OR_DIR")
+    add_search_options(p)
+
+
+def add_search_options(p: argparse.ArgumentParser) -> None:
+    """Every option of `warpforge optimize` but its tasks (the LLM, the search, its budget, where
+    candidates are evaluated, the evaluation options): `cmd_optimize` reads them all, so a verb
+    that optimises tasks it made itself (`model optimize`) takes them too."""
     p.add_argument("--llm", action="append", default=[], metavar="PROVIDER:MODEL",
                    help="openai:MODEL (any OpenAI-compatible endpoint), anthropic:MODEL, replay:FILE.jsonl, "
                         "'cmd:COMMAND' (a program per request: prompt on stdin, reply on stdout, e.g. 'cmd:claude -p') "
