@@ -76,16 +76,31 @@ def evaluations(db: Path) -> int:
 
 
 @pytest.mark.slow  # about a minute on 2 cores: profile, extract, two evaluations, the proof (compile, export)
-def test_model_optimize_end_to_end_then_resumes_without_asking(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_model_optimize_end_to_end_survives_a_crash_and_resumes_without_asking(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     spec_file = tmp_path / "tiny_llama.toml"
     spec_file.write_text(SPEC)
     llm, calls = recorded_model(tmp_path)
     out, db = tmp_path / "out", tmp_path / "runs.db"
+
+    def crash(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt  # as a Ctrl-C (or a kill) in the last stage
+
+    with monkeypatch.context() as patch:
+        patch.setattr("warpforge.model.proof.prove", crash)
+        assert main(command(spec_file, llm, out, db)) == 130
+    crashed = capsys.readouterr()
+    assert len(list(calls.iterdir())) == 2 and evaluations(db) == 2  # one reply and one evaluation per task
+    assert all(f"{n}/4 {s}" in crashed.err for n, s in enumerate(("profile", "extract", "optimize", "prove"), 1))
+    assert set(json.loads((out / "stages.json").read_text())) == {"profile", "extract"}
+
+    # the same command again: what was written stands, only the proof runs
     assert main(command(spec_file, llm, out, db)) == 0
     first = capsys.readouterr()
     data = json.loads(first.out)
-    assert len(list(calls.iterdir())) == 2 and evaluations(db) == 2  # one reply and one evaluation per task
-    assert data["stages"] == {"profile": "ran", "extract": "ran", "optimize": "ran", "prove": "ran"}
+    assert len(list(calls.iterdir())) == 2 and evaluations(db) == 2
+    assert data["stages"] == {"profile": "done already", "extract": "done already", "optimize": "done already",
+                              "prove": "ran"}
     rows = {r["seam"]: r for r in data["seams"]}
     norm, mlp = rows["LlamaRMSNorm"], rows["LlamaMLP"]
     # the archive holds a verified, timed kernel for the norm, and it was applied and served every call
@@ -115,7 +130,7 @@ def test_model_optimize_end_to_end_then_resumes_without_asking(tmp_path: Path, c
     torch.testing.assert_close(got, want, rtol=3e-5, atol=1e-5)
     assert {s.seam: s.served for s in report.seams}["LlamaRMSNorm"] == 5
 
-    # the same command again: every stage is done, the model is asked nothing, nothing is evaluated
+    # and again: every stage is done, the model is asked nothing, nothing is evaluated
     assert main(command(spec_file, llm, out, db)) == 0
     again = capsys.readouterr()
     resumed = json.loads(again.out)
@@ -148,3 +163,32 @@ def test_a_bad_spec_or_option_is_one_sentence_before_any_stage(tmp_path: Path, c
     assert "folder does not exist" in capsys.readouterr().err
     # nothing ran: no stage, no prompt
     assert not (out / "profile.json").exists() and not list(calls.iterdir())
+
+
+def test_an_archive_holding_another_program_under_a_task_name_is_refused(tmp_path: Path) -> None:
+    """The loop would record the new program over the old and resume its run, and apply would then
+    take kernels verified against the old one."""
+    from warpforge import load_task
+    from warpforge.archive import Archive
+    from warpforge.errors import UsageError
+    from warpforge.model.optimize import check_archive
+
+    task_file = tmp_path / "llama_rms_norm.py"
+    task_file.write_text(load_task("level1/relu").source)
+    with Archive(tmp_path / "runs.db") as archive:
+        archive.add_task(load_task(task_file))
+    check_archive(tmp_path / "runs.db", [task_file])  # the same program: fine
+    task_file.write_text(task_file.read_text() + "\n# re-extracted from a changed spec\n")
+    with pytest.raises(UsageError, match="another program under the task name 'llama_rms_norm'"):
+        check_archive(tmp_path / "runs.db", [task_file])
+
+
+def test_stage_records_survive_only_whole(tmp_path: Path) -> None:
+    from warpforge.model.optimize import Stages
+
+    stages = Stages(tmp_path)
+    stages.record("profile", {"spec": "abc", "device": "cpu"})
+    assert Stages(tmp_path).done("profile", {"spec": "abc", "device": "cpu"})
+    assert not Stages(tmp_path).done("profile", {"spec": "abd", "device": "cpu"})  # the spec changed: run again
+    (tmp_path / "stages.json").write_text("{ half a fil")  # unreadable: every stage runs again
+    assert not Stages(tmp_path).done("profile", {"spec": "abc", "device": "cpu"})
