@@ -235,18 +235,15 @@ def prove_stage(spec: Spec, request: Request, stages: Stages,
     return report.to_dict(), True
 
 
-def summary(spec: Spec, request: Request, seams: dict[str, Any], proof: dict[str, Any] | None,
-            ran: dict[str, bool]) -> dict[str, Any]:
-    """Per seam: the best verified kernel, whether it was applied and what it served; the proof's
-    checks; which stages ran this time and which were done already."""
+def seam_rows(request: Request, seams: dict[str, Any], proof: dict[str, Any] | None) -> list[dict[str, Any]]:
     from warpforge.archive import Archive, improves_on_eager
     from warpforge.model.apply import choose
     from warpforge.task import load_task
 
     applied = {s["seam"]: s for s in (proof or {}).get("apply", {}).get("seams", [])}
-    checks = {c["name"]: c for c in (proof or {}).get("checks", [])}
+    engagement: dict[str, Any] = next((c for c in (proof or {}).get("checks", []) if c["name"] == "engagement"), {})
     served: dict[str, dict[str, int]] = {}
-    for regime in checks.get("engagement", {}).get("numbers", {}).get("regimes", {}).values():
+    for regime in engagement.get("numbers", {}).get("regimes", {}).values():  # summed over the proof's regimes
         for seam, counts in regime.items():
             row = served.setdefault(seam, {"served": 0, "fallbacks": 0})
             row["served"] += counts["served"]
@@ -258,15 +255,24 @@ def summary(spec: Spec, request: Request, seams: dict[str, Any], proof: dict[str
             best = choose(db, name)
             seam = task_row["seam"]
             entry = applied.get(seam, {})
-            why_not = entry.get("skipped") if entry else "no verified kernel"
             rows.append({
                 "seam": seam, "task": name, "instances": len(task_row["paths"]), "bound": task_row["bound"],
                 "attempts": len(db.attempts(task=name)), "kernel": best.id if best else None,
                 "speedup": best.speedup if best and best.timed else None,
                 "claim": (best.claim.words() if best.timed else "correct, not timed") if best else "no verified kernel",
                 "proven_faster": bool(best and improves_on_eager(best)),
-                "applied": bool(entry) and not entry.get("skipped"), "why_not": why_not,
+                "applied": bool(entry) and not entry.get("skipped"),
+                "why_not": entry.get("skipped") if entry else "no verified kernel",
                 **served.get(seam, {"served": 0, "fallbacks": 0})})
+    return rows
+
+
+def summary(spec: Spec, request: Request, seams: dict[str, Any], proof: dict[str, Any] | None,
+            ran: dict[str, bool]) -> dict[str, Any]:
+    """Per seam: the best verified kernel, whether it was applied and what it served; the proof's
+    checks; which stages ran this time and which were done already."""
+    checks = {c["name"]: c for c in (proof or {}).get("checks", [])}
+    rows = seam_rows(request, seams, proof) if seams["tasks"] else []
     speed = checks.get("speed", {}).get("numbers", {}).get("patched_vs_eager")
     return {"model": spec.name, "spec": str(spec.path), "device": request.device, "archive": str(request.archive),
             "out": str(request.out), "stages": {s: ("ran" if ran.get(s) else "done already" if s in ran else "not run")
