@@ -12,6 +12,7 @@ in the order they run, are its modules:
     extract.py   `warpforge model extract`: checked tasks, seams.json, gemm_shapes.json
     apply.py     `warpforge.apply` / `warpforge model apply`: verified kernels as guarded custom ops
     proof.py     `warpforge model prove`: the patched model against float64, engaged, compiled, exported
+    optimize.py  `warpforge model optimize`: all of the above as one resumable command
 
 Nothing here is imported by `import warpforge` (`warpforge.apply` loads apply.py on first use);
 transformers only when a spec names it.
