@@ -128,7 +128,13 @@ def test_model_optimize_end_to_end_survives_a_crash_and_resumes_without_asking(
         patched, report = warpforge.apply(built.model, db, out / "seams.json")
         got = patched(**kwargs).logits
     torch.testing.assert_close(got, want, rtol=3e-5, atol=1e-5)
-    assert {s.seam: s.served for s in report.seams}["LlamaRMSNorm"] == 5
+    by = {s.seam: s for s in report.seams}
+    assert by["LlamaRMSNorm"].served == 5 and by["LlamaRMSNorm"].fallbacks == 0
+    _, unverified = builder.inputs(built, Regime("t", {"B": 1, "S": 5}), "cpu", seed=11)  # S = 5: no preset
+    with torch.no_grad():
+        patched(**unverified)
+    assert by["LlamaRMSNorm"].served == 5 and by["LlamaRMSNorm"].fallbacks == 5  # taken and counted
+    assert checks["compile"]["passed"] and any("llama_rms_norm" in op for op in checks["compile"]["numbers"]["ops_in_graph"])
 
     # and again: every stage is done, the model is asked nothing, nothing is evaluated
     assert main(command(spec_file, llm, out, db)) == 0
