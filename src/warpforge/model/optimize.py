@@ -70,6 +70,25 @@ class Stages:
         write_atomically(self.path, json.dumps(self.keys, indent=1) + "\n")
 
 
+class Show:
+    """Progress on stderr: a rule per stage, then its lines (rich)."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True, highlight=False)
+        self.current = 0
+
+    def stage(self, n: int) -> Callable[[str], None]:
+        def say(note: str) -> None:
+            if n != self.current:
+                self.current = n
+                self.console.rule(f"{n}/4 {STAGES[n - 1]}", align="left")
+            self.console.print(note, markup=False)
+
+        return say
+
+
 def digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -146,30 +165,11 @@ def extract_stage(spec: Spec, request: Request, profile: dict[str, Any], stages:
                      only=list(request.seams) or None)
     for row in result.tasks:
         say(f"wrote {out / row['task']} ({row['seam']}, {len(row['paths'])} instances, at most "
-                 f"{100 * row['bound']:.1f} % of the forward)")
+            f"{100 * row['bound']:.1f} % of the forward)")
     for row in result.skipped:
         say(f"skipped {row['seam']}: {row['reason']}")
     stages.record("extract", key)
     return json.loads(path.read_text()), True
-
-
-class Show:
-    """Progress on stderr: a rule per stage, then its lines (rich; plain text when piped)."""
-
-    def __init__(self) -> None:
-        from rich.console import Console
-
-        self.console = Console(stderr=True, highlight=False)
-        self.current = 0
-
-    def stage(self, n: int) -> Callable[[str], None]:
-        def say(note: str) -> None:
-            if n != self.current:
-                self.current = n
-                self.console.rule(f"{n}/4 {STAGES[n - 1]}", align="left")
-            self.console.print(note, markup=False)
-
-        return say
 
 
 def check_archive(archive: Path, files: list[Path]) -> None:
