@@ -163,6 +163,8 @@ def test_a_bad_spec_or_option_is_one_sentence_before_any_stage(tmp_path: Path, c
     del no_llm[3:5]
     assert main(no_llm) == 2 and "no LLM configured" in capsys.readouterr().err
     assert main(command(spec_file, llm, out, db, "--top", "0")) == 2 and "--top" in capsys.readouterr().err
+    assert main(command(spec_file, llm, out, db, "--strategy", "greedy")) == 2
+    assert "unknown strategy 'greedy'" in capsys.readouterr().err
     assert main(command(spec_file, "cmd:no-such-program-warpforge", out, db)) == 2
     assert "not a program on PATH" in capsys.readouterr().err
     assert main(command(spec_file, llm, out, tmp_path / "no" / "such" / "runs.db")) == 2

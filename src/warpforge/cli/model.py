@@ -230,6 +230,7 @@ def _optimize(args: argparse.Namespace, spec: Any, device: str) -> int:
     from warpforge.errors import ConfigError
     from warpforge.model.optimize import Request, run
     from warpforge.propose.llm import LLMClient, parse_model_specs
+    from warpforge.search.loop import Budget, OptimizeConfig
 
     for flag, value in (("--top", args.top), ("--iters", args.iters), ("--rounds", args.rounds)):
         if value < 1:
@@ -239,7 +240,9 @@ def _optimize(args: argparse.Namespace, spec: Any, device: str) -> int:
         raise ConfigError(NO_LLM)
     LLMClient(parse_model_specs(llm, args.base_url, _prices(args.price))).check()
     args.device = device  # one device for every stage
-    config_from_args(args)  # the sandbox, --config and the device, checked now
+    eval_config = config_from_args(args)  # the sandbox, --config and the device, checked now
+    OptimizeConfig(strategy=args.strategy, eval=eval_config, generation_size=args.generation_size,
+                   budget=Budget(candidates=args.max_candidates))  # and the search's settings
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
