@@ -34,6 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 HONEST = (ROOT / "examples" / "diag_matmul_broadcast.py").read_text()
 AGENT = "test-agent"
+# these tests are about the agent interface, not timing precision: short timing budgets (the
+# defaults are 25 ms of warm-up and 100 ms of repetitions per timing run, five paired rounds)
+FAST_TIMING = ["--warmup-ms", "5", "--rep-ms", "20"]
 TOOLS = {"list_tasks", "get_task", "evaluate", "profile", "history", "search_archive", "best"}
 
 
@@ -45,7 +48,7 @@ async def _drive(archive: Path) -> dict[str, Any]:
     """One agent session; every answer is kept as (is_error, structured content)."""
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "warpforge.agent.server", "--archive", str(archive), "--device", "cpu",
-                                      "--task-dir", str(FIXTURES / "tasks")],
+                                      "--task-dir", str(FIXTURES / "tasks"), *FAST_TIMING],
         env={"WARPFORGE_AGENT": AGENT, "PYTHONPATH": str(ROOT / "src")}, cwd=str(ROOT))
     out: dict[str, Any] = {}
     async with stdio_client(params) as (read, write), ClientSession(read, write, read_timeout_seconds=240) as session:
@@ -220,11 +223,11 @@ def test_cli_verbs_print_one_json_object_and_use_exit_codes(tmp_path: Path, caps
     why = tmp_path / "why.txt"
     why.write_text("a single matmul")
     code, out, err = run_agent(capsys, "eval", task, str(FIXTURES / "candidates" / "honest_matmul.py"), "--archive", db,
-                               "--device", "cpu", "--agent-name", "cli-agent", "--analysis-file", str(why))
+                               "--device", "cpu", "--agent-name", "cli-agent", "--analysis-file", str(why), *FAST_TIMING)
     assert code == 0 and out["correct"] and not err
     first = out["attempt_id"]
     code, out, _ = run_agent(capsys, "eval", task, str(FIXTURES / "candidates" / "wrong_shape.py"), "--archive", db,
-                             "--device", "cpu", "--parent", str(first))
+                             "--device", "cpu", "--parent", str(first), *FAST_TIMING)
     assert code == 1 and out["status"] == "incorrect"  # a negative result
     code, out, _ = run_agent(capsys, "history", "matmul", "--archive", db, "--no-source")
     assert code == 0 and [a["attempt_id"] for a in out["attempts"]] == [first + 1, first]
@@ -285,7 +288,7 @@ def test_http_addresses_bind_to_this_machine_unless_a_host_is_named() -> None:
 def test_a_server_stopped_by_a_signal_exits_at_once_and_marks_its_run_stopped(tmp_path: Path) -> None:
     archive = tmp_path / "signal.db"
     server = subprocess.Popen([sys.executable, "-m", "warpforge.agent.server", "--archive", str(archive), "--device",
-                               "cpu"], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                               "cpu", *FAST_TIMING], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert server.stdin is not None and server.stdout is not None
     for message in ({"id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                                                                   "clientInfo": {"name": "test", "version": "1"}}},
