@@ -55,8 +55,9 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             task = load_task(out / rows[seam]["task"])
             source = re.sub(r"\bModel\b", "ModelNew", task.source)  # A/A: the reference as the kernel
             cid = _record(archive, run_id, task, source, step)
-            result = warpforge.evaluate(task, Candidate(source), EvalConfig(device="cpu", bench=False,
-                                                                            spare_workers=0))
+            # correct, not timed; 2 trials and no profiled call: these tests are about apply, not the verdict
+            result = warpforge.evaluate(task, Candidate(source), EvalConfig(device="cpu", bench=False, trials=2,
+                                                                            profile=False, spare_workers=0))
             assert result.correct, result.reason
             archive.add_evaluation(cid, result)
         archive.finish_run(run_id, "done")
