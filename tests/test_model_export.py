@@ -183,14 +183,17 @@ def test_the_package_installs_with_pip_into_a_fresh_venv(setup: dict[str, Any], 
     import sysconfig
 
     env = tmp_path / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=True).create(env)
+    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env)
     python = str(env / "bin" / "python")
-    # this interpreter's packages (torch, transformers, setuptools, warpforge to build the model) for the
-    # venv too, whatever venv this one is: nothing is downloaded
+    # this interpreter's packages (torch, transformers, pip, setuptools, and warpforge to build the model)
+    # for the venv too, whatever venv this one is: nothing is downloaded. No pip of the venv's own:
+    # ensurepip's older setuptools would shadow the one that builds wheels
     paths = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()}
     done = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True)
-    (Path(done.stdout.strip()) / "outer.pth").write_text("\n".join(sorted(paths)) + "\n")
+    # as site dirs, so that their own .pth files (warpforge's editable install) count too
+    dirs = "; ".join(f"site.addsitedir({p!r})" for p in sorted(paths))
+    (Path(done.stdout.strip()) / "outer.pth").write_text(f"import site; {dirs}\n")
     pip = subprocess.run([python, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "-q",
                           str(exported["out"])], capture_output=True, text=True, timeout=300)
     assert pip.returncode == 0, pip.stderr[-4000:]
