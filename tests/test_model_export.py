@@ -3,7 +3,8 @@ files are written with the archive's evidence; imported from its folder in a fre
 warpforge imported), its `apply(model)` gives warpforge.apply's patched outputs, counts a fallback
 at an unverified shape, and a torch.export'ed patched model runs where only the package is
 imported (the weights are op inputs); Hugging Face `kernels` loads its layout; in the slow lane it
-installs with pip into a fresh venv and does the same there. Bad input is one clear error."""
+installs with pip into a fresh venv and does the same there, plus torch.compile(fullgraph=True).
+Bad input is one clear error."""
 
 from __future__ import annotations
 
@@ -67,6 +68,16 @@ CHECK = textwrap.dedent('''
     out["exported_ops"] = sorted({{str(n.target) for n in program.graph.nodes if pkg.NAMESPACE in str(n.target)}})
     torch.export.save(program, {saved!r})
     torch.save([kwargs, logits(theirs, kwargs)], {saved!r} + ".inputs")
+    if {compile}:  # torch.compile(fullgraph=True) traces the guarded forwards and the ops into one graph
+        seen = []
+
+        def backend(gm, example_inputs):
+            seen.extend(str(n.target) for n in gm.graph.nodes if pkg.NAMESPACE in str(n.target))
+            return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
+
+        compiled = torch.compile(ours, fullgraph=True, backend=backend)
+        torch.testing.assert_close(logits(compiled, kwargs), logits(theirs, kwargs), rtol=1e-5, atol=1e-5)
+        out["compiled_ops"] = seen
     print(json.dumps(out))
 ''')
 
@@ -132,9 +143,11 @@ def _run(code: str, python: str, path: Path | None = None) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def _check(setup: dict[str, Any], python: str, path: Path | None, saved: Path) -> None:  # noqa: F811
+def _check(setup: dict[str, Any], python: str, path: Path | None, saved: Path, compile: bool = False) -> None:  # noqa: F811
     got = json.loads(_run(CHECK.format(package=PACKAGE, spec=str(setup["spec_file"]), db=str(setup["db"]),
-                                       seams=str(setup["seams"]), saved=str(saved)), python, path))
+                                       seams=str(setup["seams"]), saved=str(saved), compile=compile), python, path))
+    if compile:
+        assert sum("llama_rms_norm" in op for op in got["compiled_ops"]) == 5
     assert got["served"]["LlamaRMSNorm"] == [5, 0] and got["served"]["LlamaAttention"] == [2, 0]
     assert got["odd"]["LlamaRMSNorm"] == [0, 5, "its input shapes or dtypes are no verified preset"]
     assert got["odd"]["LlamaAttention"][:2] == [0, 2]
@@ -199,7 +212,7 @@ def test_the_package_installs_with_pip_into_a_fresh_venv(setup: dict[str, Any], 
     assert pip.returncode == 0, pip.stderr[-4000:]
     where = _run(f"import {PACKAGE}; print({PACKAGE}.__file__)", python)
     assert where.startswith(str(env)) and (Path(where).parent / "kernels").is_dir()  # installed, with its data
-    _check(setup, python, None, tmp_path / "patched.pt2")
+    _check(setup, python, None, tmp_path / "patched.pt2", compile=True)
 
 
 def test_bad_input_is_one_clear_error(setup: dict[str, Any], tmp_path: Path) -> None:  # noqa: F811
