@@ -29,15 +29,31 @@ def test_timeout_kills_infinite_loop(tmp_path):
 
 
 def test_grandchildren_die_with_the_child(tmp_path):
-    marker = tmp_path / "alive"
+    marker, pid_file = tmp_path / "alive", tmp_path / "grandchild.pid"
     mod = script(tmp_path, f"""
-        import subprocess, sys, time
-        subprocess.Popen([sys.executable, "-c", "import time, pathlib\\ntime.sleep(3)\\npathlib.Path({str(marker)!r}).write_text('x')"])
+        import pathlib, subprocess, sys, time
+        grandchild = subprocess.Popen([sys.executable, "-c", "import time, pathlib\\ntime.sleep(3)\\npathlib.Path({str(marker)!r}).write_text('x')"])
+        pathlib.Path({str(pid_file)!r}).write_text(str(grandchild.pid))
         time.sleep(60)
     """)
     run_child(mod, [], timeout_s=1.0, mem_limit_mb=4096, output_limit_bytes=4096, env=env_for(tmp_path))
-    time.sleep(4)
+    if pid_file.exists() and pid_file.read_text():  # wait for the grandchild's death itself, not a fixed 4 s
+        pid, deadline = int(pid_file.read_text()), time.monotonic() + 10
+        while time.monotonic() < deadline and not _dead(pid):
+            time.sleep(0.05)
+        assert _dead(pid), "the grandchild outlived its parent"
+    else:  # killed before the pid was written (a loaded machine): a grandchild may still be starting
+        time.sleep(4)
     assert not marker.exists()
+
+
+def _dead(pid):
+    """Gone, or a zombie (killed, not yet reaped by its new parent)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
 
 
 def test_memory_limit_kills(tmp_path):
