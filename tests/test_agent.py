@@ -34,9 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 HONEST = (ROOT / "examples" / "diag_matmul_broadcast.py").read_text()
 AGENT = "test-agent"
-# these tests are about the agent interface, not timing precision: short timing budgets (the
-# defaults are 25 ms of warm-up and 100 ms of repetitions per timing run, five paired rounds)
-FAST_TIMING = ["--warmup-ms", "5", "--rep-ms", "20"]
+# these tests are about the agent interface, not timing precision: short timing budgets and the
+# fewest paired rounds (the defaults: 25 ms of warm-up and 100 ms of repetitions per timing run, 5 rounds)
+FAST_TIMING = ["--warmup-ms", "5", "--rep-ms", "20", "--paired-rounds", "2"]
 TOOLS = {"list_tasks", "get_task", "evaluate", "profile", "history", "search_archive", "best"}
 
 
