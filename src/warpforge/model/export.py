@@ -36,6 +36,8 @@ from warpforge.target import Target
 from warpforge.task import import_task_module, load_task
 
 TEMPLATE = Path(__file__).resolve().parent / "export_template" / "runtime.py"
+HF_VARIANT = Path("hf_kernels", "build", "torch-universal")
+"""Where the package goes in the Hugging Face `kernels` layout: one variant for any torch and device."""
 BUILD_FLAGS = ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths", "with_cuda")
 """The keyword arguments of torch.utils.cpp_extension.load_inline that a native kernel's build
 depends on: read from its source for the manifest (the source passes them itself when it builds)."""
@@ -104,6 +106,8 @@ def export(spec: Spec, archive_path: str | Path, seams_json: str | Path, out: st
     digest = hashlib.sha256(json.dumps([[c.runtime, c.kernel] for c in chosen], sort_keys=True).encode()).hexdigest()
     namespace = f"{package}_{digest[:8]}"  # one per build: two exports load side by side (as `kernels` asks)
     manifest = _manifest(spec, package, namespace, archive_path, seams_path, chosen, skipped)
+    if hf_kernels and (out / "hf_kernels").exists() and not (out / HF_VARIANT / "_seams.json").is_file():
+        raise UsageError(f"{out / 'hf_kernels'} exists and is not an earlier export: pick another --out")
     pkg = _fresh(out, package)
     _write_package(pkg, namespace, chosen)
     for where in (out, pkg):
@@ -196,7 +200,7 @@ def _build(attempt: Attempt) -> dict[str, Any]:
 
 def _evidence(a: Attempt, runtime: dict[str, Any], task_source: str) -> dict[str, Any]:
     result = a.result or {}
-    timing = result.get("timing") or {}
+    timing, config = result.get("timing") or {}, result.get("config") or {}
     claim = a.claim.to_dict()
     return {
         "seam": runtime["seam"], "task": runtime["task"], "op": runtime["op"], "paths": runtime["paths"],
@@ -206,7 +210,8 @@ def _evidence(a: Attempt, runtime: dict[str, Any], task_source: str) -> dict[str
         "reference": runtime["reference"], "task_sha256": hashlib.sha256(task_source.encode()).hexdigest(),
         "verdict": {"status": a.status, "correct": a.correct, "stage": a.stage, "reason": a.reason,
                     "max_abs_err": result.get("max_abs_err"), "rel_l2_err": result.get("rel_l2_err"),
-                    "tolerance": result.get("tolerance"), "trials": result.get("trials")},
+                    "tolerance": result.get("tolerance"), "trials": result.get("trials"), "size": config.get("size"),
+                    "sandbox": (config.get("safety") or {}).get("sandbox")},
         "speed": {**claim, "timed": a.timed, "speedup_vs_compile": a.speedup_vs_compile},
         "timings_ms": {"candidate": a.candidate_ms, "candidate_iqr": a.candidate_iqr_ms, "reference": a.reference_ms,
                        "torch_compile": a.compile_ms, "samples": {k: len((v or {}).get("samples_ms") or ())
@@ -322,9 +327,8 @@ packages = ["{package}"]
 def _hf_layout(out: Path, pkg: Path, package: str, namespace: str, manifest: dict[str, Any]) -> Path:
     """The Hugging Face `kernels` local repository: build/torch-universal/ holds the package itself
     (the flattened layout) and, for older `kernels` releases, a copy in build/torch-universal/<package>/."""
-    root = out / "hf_kernels"
-    variant = root / "build" / "torch-universal"
-    shutil.rmtree(root, ignore_errors=True)
+    root, variant = out / "hf_kernels", out / HF_VARIANT
+    shutil.rmtree(root, ignore_errors=True)  # an earlier export's (export() checked)
     shutil.copytree(pkg, variant)
     shutil.copytree(pkg, variant / package)
     files = {str(f.relative_to(variant)): base64.b64encode(hashlib.sha256(f.read_bytes()).digest()).decode()
@@ -345,14 +349,14 @@ def verification(manifest: dict[str, Any]) -> str:
              "is in manifest.json; nothing here was measured by the export.", "", "## Checked, per kernel", ""]
     for k in manifest["kernels"]:
         v, hw = k["verdict"], k["hardware"] or {}
-        tol = v["tolerance"] or {}
+        where = "a sandboxed process" if v["sandbox"] else ("a separate process" if v["sandbox"] is False else "its worker")
         lines += [f"### {k['seam']} (`{manifest['namespace']}::{k['op']}`)", "",
                   f"- Kernel: archive attempt #{k['attempt_id']} (evaluation #{k['evaluation_id']}, run {k['run_id']}), "
                   f"{k['language']}, `{k['kernel']}` (sha256 {k['kernel_sha256'][:16]}...), for the task `{k['task']}` "
                   f"(the archive holds this very program, sha256 {k['task_sha256'][:16]}...).",
-                  f"- Correct: warpforge's evaluator ran it in a sandboxed process against the task's reference (the "
-                  f"module's own forward) on {v['trials'] or 'its'} trials of fresh inputs, within rtol {tol.get('rtol')} / "
-                  f"atol {tol.get('atol')} (max abs error {v['max_abs_err']}, rel L2 {v['rel_l2_err']}).",
+                  f"- Correct: warpforge's evaluator ran it in {where} against the task's reference (the module's own "
+                  f"forward) on {v['trials'] or 'its'} trials of fresh inputs at the size preset {v['size']!r}, within "
+                  f"{v['tolerance']} (max abs error {v['max_abs_err']}, rel L2 {v['rel_l2_err']}).",
                   f"- Speed: {k['speed']['words']}{'' if k['speed']['timed'] else ': no speed claim'}.",
                   f"- Where: {hw.get('gpu') or hw.get('cpu') or k['verified']['device']}, torch {hw.get('torch')}, "
                   f"CUDA {hw.get('cuda')}, Python {hw.get('python')}, target {hw.get('target')}.",
@@ -367,6 +371,9 @@ def verification(manifest: dict[str, Any]) -> str:
               "or calls that want gradients run the module's original forward (counted as fallbacks; "
               "`apply`'s report says how many and why). Dynamic shapes are not supported: the ops' fake "
               "implementations know the verified shapes only.",
+              "- The guard admits the input shapes of every size preset of a task, as `warpforge.apply` does; the "
+              "evaluation ran at the preset named above, and whether its checks reached the other presets' shapes "
+              "is not recorded here.",
               "- Other hardware, drivers, or torch, CUDA and Triton versions than those listed: a kernel built here "
               "is built again (load_inline, Triton's JIT) and was not re-verified.",
               "- Backward: the kernels have none.",
@@ -377,6 +384,6 @@ def verification(manifest: dict[str, Any]) -> str:
               "- Thread safety: a kernel instance is shared by all calls of its op.",
               "- Safety: the kernels are generated code that runs unsandboxed in your process once imported; "
               "warpforge ran it only in its sandbox.",
-              "- The Hugging Face `kernels` layout (if written) was not loaded by `kernels` at export: its "
-              "metadata.json has no digest and no signature.", ""]
+              "- The Hugging Face `kernels` layout (if written) was not loaded by `kernels` at export; its "
+              "metadata.json has a sha256 digest of its files and no signature, and its license is `unknown`.", ""]
     return "\n".join(lines)
