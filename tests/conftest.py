@@ -26,6 +26,25 @@ def bench_script():
     return load
 
 
+class SessionSetups:
+    """Set-ups that several test modules read and none changes, made once a run instead of once per
+    module (a module fixture imported into another module is set up again there)."""
+
+    def __init__(self):
+        self._made = {}
+
+    def get(self, name, make):
+        if name not in self._made:
+            self._made[name] = make()
+        return self._made[name]
+
+
+@pytest.fixture(scope="session")
+def session_setups():
+    """get(name, make): make() the first time a run asks for `name`, its result after that."""
+    return SessionSetups()
+
+
 def pytest_configure(config):
     """Every test run gets its own warpforge cache (compile cache, baselines), as CI's fresh
     machine does: a warm ~/.cache/warpforge would hide what a clean run costs and let a test pass

@@ -39,8 +39,15 @@ def _record(archive: Archive, run_id: str, task: Any, source: str, step: int) ->
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("apply")
+def setup(session_setups: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The tiny Llama's seams and an archive of A/A kernels; made once a run (~20 s) and shared with
+    test_model_export, which imports this fixture: the tests only read it (apply and export open the
+    archive read-only)."""
+    made: dict[str, Any] = session_setups.get("tiny_llama_aa", lambda: _make_setup(tmp_path_factory.mktemp("apply")))
+    return made
+
+
+def _make_setup(root: Path) -> dict[str, Any]:
     spec_file = root / "tiny_llama.toml"
     spec_file.write_text(SPEC)
     out = root / "out"
