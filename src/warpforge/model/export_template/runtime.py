@@ -246,22 +246,31 @@ def _canonical(signature: list[list[str]], named: dict[str, Any]) -> tuple[tuple
 
 
 def _layer_call(s: dict[str, Any]) -> Any:
-    """The verified call in `_canonical` form (the recorded one names its arguments as the caller did)."""
+    """The verified call in `_canonical` form (the recorded one names its arguments as the caller
+    did), or None when it does not fit the forward's signature (every call then falls back)."""
+    if s["signature"] is None:
+        return None
     params = [inspect.Parameter(name, getattr(inspect.Parameter, kind),
                                 **({} if kind.startswith("VAR_") else {"default": MISSING})) for name, kind in s["signature"]]
-    bound = inspect.Signature(params).bind(*s["call"]["args"], **s["call"]["kwargs"])
+    try:
+        bound = inspect.Signature(params).bind(*s["call"]["args"], **s["call"]["kwargs"])
+    except (TypeError, ValueError):
+        return None
     args, kwargs = _canonical(s["signature"], dict(bound.arguments))
     return {"args": list(args), "kwargs": kwargs}
 
 
-LAYER_CALLS: dict[str, Any] = {name: _layer_call(s) for name, s in SEAMS.items() if s["signature"] is not None}
+LAYER_CALLS: dict[str, Any] = {name: _layer_call(s) for name, s in SEAMS.items()}
 
 
 def kernelized(seam: str, module: nn.Module, named: dict[str, Any]) -> Any:
     """The forward of `layers.<seam>`: the op for a verified call, else the class's own forward."""
     s = SEAMS[seam]
     args, kwargs = _canonical(s["signature"], named)
-    served, value = _serve(s, module, LAYER_CALLS[seam], args, kwargs)
+    if LAYER_CALLS[seam] is None:
+        served, value = False, "the verified call does not fit the forward's signature"
+    else:
+        served, value = _serve(s, module, LAYER_CALLS[seam], args, kwargs)
     _count(next(e for e in KERNELIZED.seams if e.seam == seam), served, value)
     return value if served else type(module).forward(module, *args, **kwargs)
 
