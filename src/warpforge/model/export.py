@@ -145,12 +145,14 @@ def _seam(model: nn.Module, archive: Archive, task_file: Path, row: dict[str, An
     except AttributeError:
         raise _Skip(f"the model has no module {row['paths'][0]}") from None
     shape_sets = sorted({tuple(tuple(s) for s in p["SHAPES"]) for p in (task.metadata.get("sizes") or {}).values()})
+    if not shape_sets:
+        raise _Skip(f"its task {task.name} has no size presets (WARPFORGE['sizes']): no input shapes were verified")
     dtypes = tuple(module.DTYPES)
     fake = applier._fake_outputs(target, row["call"], shape_sets, dtypes, "cpu")
     op = snake(row["seam"])
     names = [_name(d) for d in dtypes]
     runtime = {
-        "seam": row["seam"], "op": op, "attempt_id": attempt.id, "paths": list(row["paths"]),
+        "seam": row["seam"], "task": task.name, "op": op, "attempt_id": attempt.id, "paths": list(row["paths"]),
         "kernel": f"kernels/{op}.py", "reference": f"reference/{op}.py", "init": init,
         "device": str((attempt.hardware or {}).get("device") or "cpu"),
         "call": row["call"], "output": row["output"], "signature": _signature(type(target)),
@@ -160,7 +162,6 @@ def _seam(model: nn.Module, archive: Archive, task_file: Path, row: dict[str, An
                   "outputs": [[list(shape), _name(dtype)] for shape, dtype in outs]} for key, outs in fake.items()],
         "build": _build(attempt),
     }
-    runtime["task"] = task.name
     return _Chosen(runtime, _evidence(attempt, runtime, task.source), attempt.source, task.source)
 
 
