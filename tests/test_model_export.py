@@ -247,3 +247,16 @@ def test_the_command_writes_the_package(setup: dict[str, Any], tmp_path: Path,  
     assert data["package"] == "warpforge_kernels_tiny_llama" and {k["seam"] for k in data["kernels"]} == set(VERIFIED)
     assert (tmp_path / "out" / "warpforge_kernels_tiny_llama" / "__init__.py").is_file() and data["hf_kernels"] is None
     assert cmd_export(args) == 0  # a second export into the same folder replaces the first
+
+
+def test_the_build_flags_and_the_architecture_are_recorded() -> None:
+    from warpforge.archive import Attempt
+    from warpforge.model.export import _build
+
+    source = ("from torch.utils.cpp_extension import load_inline\n"
+              "ext = load_inline(name='k', cpp_sources='', cuda_sources='', functions=['f'],\n"
+              "                  extra_cuda_cflags=['-O3', '--use_fast_math'], extra_cflags=FLAGS)\n")
+    attempt = Attempt(id=1, run_id="r", task="t", step=0, source=source, language="cuda",
+                      hardware={"device": "cuda", "target": "sm_90a"})
+    assert _build(attempt) == {"language": "cuda", "env": {"TORCH_CUDA_ARCH_LIST": "9.0a"},
+                               "load_inline": {"extra_cuda_cflags": ["-O3", "--use_fast_math"], "extra_cflags": "FLAGS"}}

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
 from warpforge.archive import Archive, Attempt
@@ -194,7 +195,7 @@ def _build(attempt: Attempt) -> dict[str, Any]:
             if kw.arg in BUILD_FLAGS:
                 try:
                     flags[kw.arg] = ast.literal_eval(kw.value)
-                except ValueError:
+                except (ValueError, TypeError, SyntaxError, RecursionError):
                     flags[kw.arg] = ast.unparse(kw.value)  # computed in the source: recorded as written
     return {"language": attempt.language, "env": env, "load_inline": flags}
 
@@ -226,8 +227,6 @@ def _evidence(a: Attempt, runtime: dict[str, Any], task_source: str) -> dict[str
 
 def _manifest(spec: Spec, package: str, namespace: str, archive_path: str | Path, seams_path: Path,
               chosen: list[_Chosen], skipped: list[dict[str, str]]) -> dict[str, Any]:
-    import torch
-
     import warpforge
 
     return {
