@@ -214,7 +214,7 @@ def main() -> int:
         done = json.loads(Path(args.resume).read_text())["results"]
     skip = {r["file"] for r in done}
     items = [it for it in plan([s for s in args.only.split(",") if s]) if rel(it["file"]) not in skip]
-    config = EvalConfig(device=args.device, size=args.size, timeout_s=min(args.timeout, 180.0),
+    config = EvalConfig.of(device=args.device, size=args.size, timeout_s=min(args.timeout, 180.0),
                         reference_timeout_s=min(args.timeout, 180.0), cache_dir=args.cache_dir, spare_workers=1,
                         static_checks=not args.no_static)
     print(f"{len(items)} evaluations planned on {info.get('gpu') or args.device}; budget {args.time_budget:g} s",
@@ -259,12 +259,12 @@ def run_items(items: list[dict], judges: dict, config: EvalConfig, args: argpars
         t0 = time.monotonic()
         try:
             # a fixture may ask for a shorter time limit (a device hang): it gets a Judge of its own
-            timeout = float(item["expect"].get("timeout_s", config.timeout_s))
+            timeout = float(item["expect"].get("timeout_s", config.limits.timeout_s))
             key = (item["task"], timeout)
             if key not in judges:
                 while len(judges) >= 2:
                     judges.pop(next(iter(judges))).close()
-                judges[key] = Judge(load_task(item["task"]), dataclasses.replace(config, timeout_s=timeout))
+                judges[key] = Judge(load_task(item["task"]), config.replace(timeout_s=timeout))
             judges[key] = judges.pop(key)  # most recently used last
             result = judges[key].evaluate(Candidate.from_file(item["file"]))
         except Exception as exc:  # a harness error is a result too: record it and go on

@@ -7,7 +7,7 @@ level1/relu at its GPU size, with one candidate per compile path:
     triton   examples/gpu/relu__triton.py   (Triton JIT)
     nvrtc    examples/gpu/relu__nvrtc.py    (CuPy RawModule / NVRTC)
     inline   examples/gpu/relu__cuda.py     (torch.utils.cpp_extension.load_inline: nvcc + g++)
-Cold: EvalConfig(cache_dir=<fresh temp dir>), so load_inline's build folder, Triton's and
+Cold: EvalConfig.of(cache_dir=<fresh temp dir>), so load_inline's build folder, Triton's and
 CuPy's kernel caches (TRITON_CACHE_DIR / CUPY_CACHE_DIR, which the evaluator points into
 cache_dir) and the cached baseline timings all start empty. (TorchInductor's own cache for the
 torch.compile baseline is machine-wide and is not cleared.) Warm: the same cache dir again.
@@ -116,7 +116,7 @@ def main() -> int:
                     cache_dir = primed[(path, bench)]
                 else:
                     continue  # its cold run was skipped: nothing to be warm from
-                config = EvalConfig(device=args.device, size=args.size, bench=bench, cache_dir=cache_dir, timeout_s=300)
+                config = EvalConfig.of(device=args.device, size=args.size, bench=bench, cache_dir=cache_dir, timeout_s=300)
                 candidate = Candidate.from_file(HERE.parent / "examples" / "gpu" / PATHS[path])
                 key = f"{path}|{'bench' if bench else 'nobench'}|{cache}"
                 t0 = time.perf_counter()
@@ -246,7 +246,7 @@ def judge_cells(task, paths: list[str], args: argparse.Namespace, start: float) 
                 return raw
             cache_dir = tempfile.mkdtemp(prefix="wf-speed-judge-")
             # no torch.compile baseline: it would add 5-60 s to the first evaluation, which is left out anyway
-            config = EvalConfig(device=args.device, size=args.size, bench=True, cache_dir=cache_dir, timeout_s=300,
+            config = EvalConfig.of(device=args.device, size=args.size, bench=True, cache_dir=cache_dir, timeout_s=300,
                                 spare_workers=args.spares, compile_baseline=False)
             source = (HERE.parent / "examples" / "gpu" / PATHS[path]).read_text()
             key = f"{path}|judge|{cell}"

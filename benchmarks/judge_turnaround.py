@@ -46,7 +46,7 @@ def main() -> None:
     args = ap.parse_args()
     candidate = Candidate.from_file(Path(args.candidate))
     rows = []
-    config = EvalConfig(device=args.device, **({"rep_ms": args.rep_ms} if args.rep_ms else {}))
+    config = EvalConfig.of(device=args.device, **({"rep_ms": args.rep_ms} if args.rep_ms else {}))
     with Judge(load_task(args.task), config) as judge:
         for _ in range(args.n):
             t0 = time.perf_counter()
@@ -59,7 +59,7 @@ def main() -> None:
         return round(statistics.median(values), 3) if values else None
 
     row = {"label": args.label, "date": datetime.date.today().isoformat(), "device": args.device, "task": args.task,
-           "rep_ms": config.rep_ms,
+           "rep_ms": config.timing.rep_ms,
            "candidate": Path(args.candidate).name, "n": args.n, "statuses": sorted({r["status"] for r in rows}),
            "turnaround_s": median("seconds"), "bench_s": median("bench"), "reference_rounds_s": median("reference_rounds"),
            "hardware": fingerprint(args.device), "rows": rows}

@@ -58,7 +58,7 @@ def bare_start(sandboxed: bool) -> float:
 
 def turnarounds(task: str, candidate: Path, device: str, size: str | None, n: int, sandboxed: bool,
                 cache: str) -> list[float]:
-    cfg = EvalConfig(device=device, size=size, sandbox=sandboxed, cache_dir=cache,  # type: ignore[arg-type]
+    cfg = EvalConfig.of(device=device, size=size, sandbox=sandboxed, cache_dir=cache,  # type: ignore[arg-type]
                      compile_baseline=False)
     seconds = []
     with Judge(load_task(task), cfg) as judge:

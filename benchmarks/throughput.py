@@ -183,7 +183,7 @@ def pool_run(items: list[dict[str, str]], cache_dir: str, compile_workers: int |
     from warpforge.executor import evaluate_batch
 
     # (cuda_ipc named only when off: the same script also drives older checkouts, for a baseline)
-    config = EvalConfig(device="cpu" if device == "cpu" else "cuda", cache_dir=cache_dir,
+    config = EvalConfig.of(device="cpu" if device == "cpu" else "cuda", cache_dir=cache_dir,
                         **({} if cuda_ipc else {"cuda_ipc": False}))
     done = []
 

@@ -42,7 +42,7 @@ def main() -> int:
     task, candidate = load_task(args.task), Candidate.from_file(args.candidate)
     rows = []
     for name in args.settings.split(","):
-        config = EvalConfig(device="cuda", **SETTINGS[name])  # type: ignore[arg-type]
+        config = EvalConfig.of(device="cuda", **SETTINGS[name])  # type: ignore[arg-type]
         other = Judge(load_task(args.other_task), EvalConfig(device="cuda", spare_workers=1)) \
             if name == "other_judge" else None
         try:

@@ -29,7 +29,7 @@ def test_the_candidate_is_the_task_renamed() -> None:
 
 def test_stateful_and_overflowing_references_pass_against_themselves() -> None:
     tasks = [load_task(TASKS / f"{name}.py") for name in ("rnn_hidden", "overflow_fp16", "matmul")]
-    rows = calibrate(tasks, EvalConfig(**FAST))  # type: ignore[arg-type]
+    rows = calibrate(tasks, EvalConfig.of(**FAST))  # type: ignore[arg-type]
     assert [r["status"] for r in rows] == ["correct"] * 3, [(r["task"], r["reason"]) for r in rows]
     summary = summarise(rows)
     assert summary["accepted"] == 3 and summary["rejected"] == []
@@ -55,7 +55,7 @@ class ModelNew(nn.Module):
 """
     task = load_task("level1/mse_loss")
     for candidate in (as_candidate(task), Candidate(source)):
-        result = evaluate(task, candidate, EvalConfig(**FAST))  # type: ignore[arg-type]
+        result = evaluate(task, candidate, EvalConfig.of(**FAST))  # type: ignore[arg-type]
         assert result.status == "correct", result.reason
 
 
@@ -65,7 +65,7 @@ def test_a_stateful_reference_passes_timed_and_twice_in_one_judge() -> None:
     from warpforge import Judge
 
     task = load_task(TASKS / "rnn_hidden.py")
-    cfg = EvalConfig(**{**FAST, "bench": True, "warmup_ms": 5.0, "rep_ms": 20.0, "min_reps": 5})  # type: ignore[arg-type]
+    cfg = EvalConfig.of(**{**FAST, "bench": True, "warmup_ms": 5.0, "rep_ms": 20.0, "min_reps": 5})  # type: ignore[arg-type]
     with Judge(task, cfg) as judge:
         for _ in range(2):
             result = judge.evaluate(as_candidate(task))
@@ -98,7 +98,7 @@ def test_a_program_that_overflows_keeps_a_finite_tolerance_and_passes_against_it
     from warpforge.candidate import Candidate
 
     task = load_task(TASKS / "overflow_cumprod.py")
-    honest = evaluate(task, as_candidate(task), EvalConfig(**FAST))  # type: ignore[arg-type]
+    honest = evaluate(task, as_candidate(task), EvalConfig.of(**FAST))  # type: ignore[arg-type]
     assert honest.status == "correct", honest.reason
     assert honest.tolerance["max_rel"] == 3e-4 and honest.tolerance["rel_l2"] == 3e-5
     assert not any("not finite" in w for w in honest.warnings)
@@ -112,7 +112,7 @@ class ModelNew(nn.Module):
         big = torch.isfinite(y) & (y > 1e37)
         return torch.where(big, y * 1.001, y)
 """)
-    result = evaluate(task, skewed, EvalConfig(**FAST))  # type: ignore[arg-type]
+    result = evaluate(task, skewed, EvalConfig.of(**FAST))  # type: ignore[arg-type]
     assert result.status == "incorrect", result.reason
 
 
@@ -191,7 +191,7 @@ def test_a_task_the_harness_cannot_run_is_a_row_and_the_run_goes_on(monkeypatch:
 
     monkeypatch.setattr(evaluate_mod, "Judge", Dying)
     tasks = [load_task(TASKS / "matmul.py"), load_task(TASKS / "bad_inputs_string.py")]
-    rows = calibrate(tasks, EvalConfig(**FAST))  # type: ignore[arg-type]
+    rows = calibrate(tasks, EvalConfig.of(**FAST))  # type: ignore[arg-type]
     assert [r["status"] for r in rows] == ["harness_error", "task_error"]
     assert "out of memory" in rows[0]["reason"] and summarise(rows)["rejected"] == [t.name for t in tasks]
 
@@ -201,7 +201,7 @@ def test_a_degenerate_task_passes_against_itself_with_a_warning_and_still_refuse
     from warpforge.evaluate import Judge
 
     task = load_task(TASKS / "degenerate_mean.py")
-    rows = calibrate([task], EvalConfig(**FAST))  # type: ignore[arg-type]
+    rows = calibrate([task], EvalConfig.of(**FAST))  # type: ignore[arg-type]
     assert rows[0]["status"] == "correct", rows[0]["reason"]
     assert any("degenerate task" in w for w in rows[0]["warnings"]), rows[0]["warnings"]
     body = task.source.split("class Model")[0] + """
@@ -209,7 +209,7 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return torch.full_like(x[:, 0], {value})
 """
-    with Judge(task, EvalConfig(**FAST)) as judge:  # type: ignore[arg-type]
+    with Judge(task, EvalConfig.of(**FAST)) as judge:  # type: ignore[arg-type]
         zeros = judge.evaluate(Candidate(body.format(value=0.0)))
         ones = judge.evaluate(Candidate(body.format(value=1.0)))
     assert zeros.correct  # within the program's own rounding noise of the exact answer, 0
@@ -223,7 +223,7 @@ def test_an_input_insensitive_task_is_named_and_a_sensitive_one_is_not() -> None
     from warpforge import Candidate, evaluate
 
     task = load_task(TASKS / "insensitive_output.py")
-    own = evaluate(task, as_candidate(task), EvalConfig(**FAST))  # type: ignore[arg-type]
+    own = evaluate(task, as_candidate(task), EvalConfig.of(**FAST))  # type: ignore[arg-type]
     assert own.status == "correct", own.reason
     assert any("input-insensitive task" in w for w in own.warnings), own.warnings
     constant = task.source.split("class Model")[0] + """
@@ -235,9 +235,9 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return (self.bias * (1 + 1e-6 + 1e-12)).expand(x.shape[0], -1).clone()
 """
-    assert evaluate(task, Candidate(constant), EvalConfig(**FAST)).correct  # type: ignore[arg-type]
+    assert evaluate(task, Candidate(constant), EvalConfig.of(**FAST)).correct  # type: ignore[arg-type]
     sensitive = load_task(TASKS / "matmul.py")
-    honest = evaluate(sensitive, as_candidate(sensitive), EvalConfig(**FAST))  # type: ignore[arg-type]
+    honest = evaluate(sensitive, as_candidate(sensitive), EvalConfig.of(**FAST))  # type: ignore[arg-type]
     assert honest.correct and not any("input-insensitive" in w for w in honest.warnings), honest.warnings
 
 
@@ -249,7 +249,7 @@ def test_a_candidate_passing_close_to_the_bar_is_told_so_and_an_honest_one_is_no
     from warpforge.evaluate.verify import thin_margin_note
 
     task = load_task(TASKS / "matmul.py")
-    honest = evaluate(task, as_candidate(task), EvalConfig(**FAST))  # type: ignore[arg-type]
+    honest = evaluate(task, as_candidate(task), EvalConfig.of(**FAST))  # type: ignore[arg-type]
     assert honest.status == "correct" and not any("thin margin" in w for w in honest.warnings)
     bar = honest.tolerance["rel_l2"]
     close = Candidate(f"""import torch
@@ -260,7 +260,7 @@ class ModelNew(nn.Module):
     def forward(self, a, b):
         return torch.matmul(a, b) * (1.0 + {0.8 * bar!r})
 """)
-    result = evaluate(task, close, EvalConfig(**FAST))  # type: ignore[arg-type]
+    result = evaluate(task, close, EvalConfig.of(**FAST))  # type: ignore[arg-type]
     assert result.status == "correct", result.reason
     shares = [int(m.group(1)) for w in result.warnings if (m := re.search(r"thin margin: .* is (\d+)% of", w))]
     assert len(shares) == 1 and 75 <= shares[0] <= 90, result.warnings  # 80 % of the bar, plus its rounding

@@ -9,16 +9,30 @@ from pathlib import Path
 import pytest
 
 from warpforge.cli import main
-from warpforge.config import GROUPS, EvalConfig
-from warpforge.config_sources import env_name, load_config
+from warpforge.config import GROUP_TYPES, GROUPS, EvalConfig, flat
+from warpforge.config_sources import FIELD_TYPES, env_name, load_config
 from warpforge.errors import ConfigError
 
 RELU = "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
 
 
 def test_every_setting_is_in_exactly_one_group() -> None:
+    """The file's sections are EvalConfig's groups: its own fields ([run]) and one object per group."""
     grouped = [key for keys in GROUPS.values() for key in keys]
-    assert sorted(grouped) == sorted(f.name for f in dataclasses.fields(EvalConfig))
+    own = [f.name for f in dataclasses.fields(EvalConfig) if f.name not in GROUP_TYPES]
+    in_groups = [f.name for cls in GROUP_TYPES.values() for f in dataclasses.fields(cls)]
+    assert sorted(grouped) == sorted(own + in_groups) and len(set(grouped)) == len(grouped)
+    assert GROUPS["run"] == tuple(own) and set(FIELD_TYPES) == set(grouped)
+
+
+def test_the_grouped_config_reads_back_from_json_and_from_flat_records() -> None:
+    config = EvalConfig.of(device="cpu", rep_ms=20.0, server_gap_ms=(2.0, 3.0), sandbox=False, cuda_ipc=False)
+    assert (config.timing.rep_ms, config.safety.sandbox, config.transport.cuda_ipc) == (20.0, False, False)
+    assert EvalConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    assert EvalConfig.from_dict(flat(config.to_dict())) == config  # a verdict written before the groups
+    assert config.replace(timeout_s=3.0).limits.timeout_s == 3.0 and config.limits.timeout_s == 600.0
+    with pytest.raises(ConfigError, match="no field rep_msec"):
+        EvalConfig.of(rep_msec=5)
 
 
 def test_a_later_source_wins_file_then_environment_then_flags(tmp_path: Path) -> None:
@@ -26,12 +40,12 @@ def test_a_later_source_wins_file_then_environment_then_flags(tmp_path: Path) ->
     file.write_text("[run]\ntrials = 2\nbench = false\n\n[timing]\nrep_ms = 50\nserver_gap_ms = [2, 9]\n\n"
                     "[safety]\nstrict_fp32 = true\n\n[limits]\ntimeout_s = 30\n")
     config = load_config(file, env={})
-    assert (config.trials, config.bench, config.rep_ms, config.server_gap_ms, config.strict_fp32, config.timeout_s) \
+    assert (config.trials, config.bench, config.timing.rep_ms, config.timing.server_gap_ms, config.safety.strict_fp32, config.limits.timeout_s) \
         == (2, False, 50.0, (2.0, 9.0), True, 30.0)
     env = {"WARPFORGE_TRIALS": "3", "WARPFORGE_CACHE": "/tmp/c", "WARPFORGE_SETS_MEMORY_GB": "1.5",
            "WARPFORGE_CUDA_IPC": "off"}
     config = load_config(file, env=env)
-    assert (config.trials, config.cache_dir, config.sets_memory_gb, config.cuda_ipc) == (3, "/tmp/c", 1.5, False)
+    assert (config.trials, config.transport.cache_dir, config.limits.sets_memory_gb, config.transport.cuda_ipc) == (3, "/tmp/c", 1.5, False)
     assert load_config(file, {"trials": 7}, env=env).trials == 7
     assert load_config(env={}) == EvalConfig()
     assert env_name("rep_ms") == "WARPFORGE_REP_MS" and env_name("reference_timeout_s") == "WARPFORGE_REFERENCE_TIMEOUT"

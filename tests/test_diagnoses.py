@@ -37,7 +37,7 @@ def constructed(args: str = "", body: str = "") -> str:
 
 @pytest.fixture(scope="module")
 def judge() -> Iterator[Judge]:
-    with Judge(load_task(TASK), EvalConfig(**{**FAST, "bench": False})) as j:  # type: ignore[arg-type]
+    with Judge(load_task(TASK), EvalConfig.of(**{**FAST, "bench": False})) as j:  # type: ignore[arg-type]
         yield j
 
 
@@ -93,7 +93,7 @@ def test_a_timed_call_with_a_misshapen_output_is_incorrect_in_the_bench_stage() 
         y = A[:, None] * B
         return y if self.calls <= 3 else y[:-1]
 """
-    with Judge(load_task(TASK), EvalConfig(**{**FAST, "bench": True})) as judge:  # type: ignore[arg-type]
+    with Judge(load_task(TASK), EvalConfig.of(**{**FAST, "bench": True})) as judge:  # type: ignore[arg-type]
         result = judge.evaluate(Candidate(source))
     assert (result.status, result.stage) == ("incorrect", "bench"), describe(result)
     assert "in a timed call" in result.reason and "has shape (63, 48)" in result.reason, describe(result)
@@ -175,7 +175,7 @@ class ModelNew(nn.Module):
         return torch.relu(self.linear(x))
 """
     task = load_task(Path(__file__).parent / "fixtures" / "tasks" / "linear_relu.py")
-    with Judge(task, EvalConfig(**{**FAST, "bench": False})) as judge:  # type: ignore[arg-type]
+    with Judge(task, EvalConfig.of(**{**FAST, "bench": False})) as judge:  # type: ignore[arg-type]
         result = judge.evaluate(Candidate(source))
     assert (result.status, result.stage) == ("runtime_error", "compile"), describe(result)
     assert "copying the reference's weights into ModelNew" in result.reason, describe(result)

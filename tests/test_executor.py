@@ -162,7 +162,7 @@ def test_precompile_fills_the_cache_that_the_evaluation_then_uses(build_cache: P
     from warpforge import Candidate, evaluate, load_task
     from warpforge.evaluate import precompile
 
-    config = EvalConfig(device="cpu", bench=False, trials=2, spare_workers=0, cache_dir=str(build_cache), timeout_s=300)
+    config = EvalConfig.of(device="cpu", bench=False, trials=2, spare_workers=0, cache_dir=str(build_cache), timeout_s=300)
     out = precompile(BUILDS, config, Target("cuda"))
     assert out["status"] == "compiled", out
     [so] = _built(build_cache)
@@ -176,12 +176,12 @@ def test_precompile_fills_the_cache_that_the_evaluation_then_uses(build_cache: P
 def test_precompile_reports_failures_and_never_gives_a_verdict(build_cache: Path) -> None:
     from warpforge.evaluate import precompile
 
-    config = EvalConfig(device="cpu", bench=False, spare_workers=0, cache_dir=str(build_cache), timeout_s=300)
+    config = EvalConfig.of(device="cpu", bench=False, spare_workers=0, cache_dir=str(build_cache), timeout_s=300)
     broken = BUILDS.replace("return out;", "return out  // missing semicolon")
     assert precompile(broken, config, Target("cuda"))["status"] == "compile_error"
     assert precompile("import subprocess\n", config, Target("cuda"))["status"] == "skipped"  # the static policy refuses it
     hang = BUILDS + "\nwhile True:\n    pass\n"  # builds, then never finishes its import
-    assert precompile(hang, dataclasses.replace(config, timeout_s=3), Target("cuda"))["status"] == "timeout"
+    assert precompile(hang, config.replace(timeout_s=3), Target("cuda"))["status"] == "timeout"
     from typing import get_args
 
     from warpforge.candidate import PrecompileStatus, Status
@@ -194,7 +194,7 @@ def test_precompile_reports_failures_and_never_gives_a_verdict(build_cache: Path
 def test_pool_with_a_compile_pool_builds_first_and_keeps_the_verdicts(build_cache: Path, tmp_path: Path) -> None:
     from warpforge.executor import Compiler, EvalPool
 
-    config = EvalConfig(device="cpu", bench=False, trials=2, spare_workers=0, cache_dir=str(build_cache), timeout_s=300)
+    config = EvalConfig.of(device="cpu", bench=False, trials=2, spare_workers=0, cache_dir=str(build_cache), timeout_s=300)
     broken = tmp_path / "broken.py"
     broken.write_text(BUILDS.replace("return out;", "return out  // missing semicolon"))
     jobs = [Job(0, str(RELU_TASK), str(Path(__file__).parents[1] / "examples/relu_cpp.py")),
@@ -324,7 +324,7 @@ def test_a_throughput_run_stopped_by_a_time_limit_is_continued_not_repeated(tmp_
 def test_ray_compile_jobs_fill_the_same_cache(ray_cluster: Any, build_cache: Path, tmp_path: Path) -> None:
     from warpforge.executor import Compiler
 
-    config = EvalConfig(device="cpu", bench=False, spare_workers=0, cache_dir=str(build_cache), timeout_s=300)
+    config = EvalConfig.of(device="cpu", bench=False, spare_workers=0, cache_dir=str(build_cache), timeout_s=300)
     compiler = Compiler(config, Target("cuda"), workers=1, executor="ray")
     try:
         done = compiler.submit(BUILDS).result(timeout=600)
@@ -397,7 +397,7 @@ def _still_running(pid: int, started: str) -> bool:
 
 
 # --no-sandbox: only the driver (a subreaper) can catch the daemon; sandboxed, it dies with its namespace
-UNSANDBOXED = {"sandbox": False} if "sandbox" in {f.name for f in dataclasses.fields(EvalConfig)} else {}
+UNSANDBOXED = {"sandbox": False}
 
 
 @pytest.mark.parametrize("sandboxed", [False, True])
@@ -405,7 +405,7 @@ def test_a_killed_workers_temp_root_and_leftover_processes_are_removed(tmp_path:
     marker = f"warpforge-test-daemon-{os.getpid()}-{time.time_ns()}"
     candidate = tmp_path / "daemon.py"
     candidate.write_text(DAEMON_CANDIDATE.replace("MARKER", marker))
-    config = dataclasses.replace(CONFIG, static_checks=False, timeout_s=120.0, **({} if sandboxed else UNSANDBOXED))
+    config = CONFIG.replace(static_checks=False, timeout_s=120.0, **({} if sandboxed else UNSANDBOXED))
     [slot] = local_slots(config, workers=1)
     first_root = slot.tmp_root  # type: ignore[attr-defined]
     assert first_root.is_dir() and first_root.name.startswith(f"warpforge-pool-{os.getpid()}-cpu0-")
@@ -473,7 +473,7 @@ def test_a_worker_ships_the_whole_record_so_the_archive_holds_the_same_fields_wh
     from warpforge import Candidate, evaluate, load_task
     from warpforge.executor.workers import EvalWorker
 
-    timed = dataclasses.replace(CONFIG, bench=True, warmup_ms=2, rep_ms=5, paired_rounds=2)
+    timed = CONFIG.replace(bench=True, warmup_ms=2, rep_ms=5, paired_rounds=2)
     worker = EvalWorker(dataclasses.asdict(timed), name="t")
     try:
         shipped = worker.run(*PAIRS[0])

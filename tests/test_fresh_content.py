@@ -98,7 +98,7 @@ def test_a_content_memoising_matmul_never_hits_on_a_counted_call_and_is_not_fast
     """tests/fixtures/attacks/content_memo.py: torch.matmul behind an exact content cache (every
     output right). It prints how many of its hits were on counted timed calls: none, whatever the
     machine's load; so it cannot read faster than the product it computes every counted call."""
-    config = EvalConfig(device="cpu", trials=5, warmup_ms=5.0, rep_ms=20.0, min_reps=5, timeout_s=120.0, bench=True,
+    config = EvalConfig.of(device="cpu", trials=5, warmup_ms=5.0, rep_ms=20.0, min_reps=5, timeout_s=120.0, bench=True,
                         static_checks=False)  # (the fixture's instrumentation reads frames)
     result = evaluate(load_task(FIXTURES / "tasks" / "matmul.py"),
                       Candidate.from_file(FIXTURES / "attacks" / "content_memo.py"), config)

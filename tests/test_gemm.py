@@ -3,6 +3,7 @@ lookup, dispatcher fallback, benchmark files and the CLI. GPU runs are in test_g
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -14,6 +15,7 @@ import torch
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from warpforge.cli import main  # noqa: E402
+from warpforge.config import TimingBudget  # noqa: E402
 from warpforge.errors import UsageError  # noqa: E402
 from warpforge import jsonl  # noqa: E402
 from warpforge.gemm import choices, cublaslt, cutlass_sm90, dispatch, families, shapes, tune  # noqa: E402
@@ -23,8 +25,8 @@ from warpforge.gemm.triton_gemm import TritonConfig, applicable, candidate_confi
 triton_gemm = pytest.importorskip("warpforge.gemm.triton_gemm")
 needs_triton = pytest.mark.skipif(not triton_gemm.HAVE_TRITON, reason="Triton not installed")
 
-TINY_SCREEN = dict(warmup_ms=0.5, rep_ms=1.0, min_reps=3, max_reps=4)
-TINY_FINAL = dict(warmup_ms=0.5, rep_ms=2.0, min_reps=5, max_reps=6)
+TINY_SCREEN = TimingBudget(warmup_ms=0.5, rep_ms=1.0, min_reps=3, max_reps=4)
+TINY_FINAL = TimingBudget(warmup_ms=0.5, rep_ms=2.0, min_reps=5, max_reps=6)
 
 
 def _err(shape: GemmShape, layout: str, fn: choices.GemmFn, seed: int = 0) -> float:
@@ -102,7 +104,7 @@ def test_rel_error_catches_nan_and_wrong_shapes() -> None:
 
 def _settings(**kw: Any) -> tune.TuneSettings:
     return tune.TuneSettings(families=kw.pop("families", ("triton",)), cublaslt=False, max_configs=kw.pop("max_configs", 2),
-                             screen=dict(TINY_SCREEN), final=dict(TINY_FINAL), **kw)
+                             screen=TINY_SCREEN, final=TINY_FINAL, **kw)
 
 
 def _fake_timings(monkeypatch: pytest.MonkeyPatch, table: dict[str, tuple[float, float]]) -> None:
@@ -114,12 +116,12 @@ def _fake_timings(monkeypatch: pytest.MonkeyPatch, table: dict[str, tuple[float,
         f.__dict__["choice_name"] = name if hasattr(f, "__dict__") else None
         return f
 
-    def fake_time(self: tune.ShapeBench, f: Any, budget: dict[str, Any], mode: str = "offline", rng: Any = None) -> dict[str, Any]:
+    def fake_time(self: tune.ShapeBench, f: Any, budget: TimingBudget, mode: str = "offline", rng: Any = None) -> dict[str, Any]:
         name = getattr(f, "choice_name", "torch")
         ms, iqr = table.get(name, (10.0, 0.1))
         return {"ms": ms, "iqr_ms": iqr, "n": 10, "host_ms": ms}
 
-    def fake_time_many(self: tune.ShapeBench, fns: dict[str, Any], budget: dict[str, Any], mode: str = "offline",
+    def fake_time_many(self: tune.ShapeBench, fns: dict[str, Any], budget: TimingBudget, mode: str = "offline",
                        rng: Any = None, rounds: int = 3) -> dict[str, Any]:
         return {n: fake_time(self, f, budget) for n, f in fns.items()}
 
@@ -507,9 +509,8 @@ def test_bench_writes_results_files_and_resumes(tmp_path: Path, monkeypatch: pyt
 
     from warpforge.gemm import bench
 
-    settings = bench.BenchSettings(modes=("offline", "server"), cublaslt=False, final=dict(TINY_FINAL),
-                                   server=dict(TINY_FINAL), screen=dict(TINY_SCREEN))
-    settings.server["gap_ms"] = (0.1, 0.2)
+    settings = bench.BenchSettings(modes=("offline", "server"), cublaslt=False, final=TINY_FINAL,
+                                   server=dataclasses.replace(TINY_FINAL, server_gap_ms=(0.1, 0.2)), screen=TINY_SCREEN)
     shapes = [GemmShape(8, 16, 24), GemmShape(8, 24, 16)]
     frozen: list[int] = []
     real = bench.bench_shape
@@ -543,8 +544,8 @@ def test_bench_compiles_every_shape_afresh_without_cuda_graphs(tmp_path: Path, m
         events.append(f"compile {mode}")
         return fn
     monkeypatch.setattr(torch, "compile", fake_compile)
-    settings = bench.BenchSettings(modes=("offline",), cublaslt=False, final=dict(TINY_FINAL),
-                                   screen=dict(TINY_SCREEN), compile_shapes=3)
+    settings = bench.BenchSettings(modes=("offline",), cublaslt=False, final=TINY_FINAL,
+                                   screen=TINY_SCREEN, compile_shapes=3)
     shapes = [GemmShape(8, 16, 24), GemmShape(8, 24, 16), GemmShape(16, 8, 8)]
     path, = bench.bench(shapes, "mine.csv", "nn", "cpu", tmp_path, settings, planned=3)
     assert events == ["reset", "compile max-autotune-no-cudagraphs"] * 3
@@ -599,7 +600,7 @@ def test_cli_tune_on_cpu_writes_records_and_a_table(tmp_path: Path, capsys: pyte
 
 def test_time_many_interleaves_rounds_and_keeps_every_sample() -> None:
     sb = tune.ShapeBench(GemmShape(8, 8, 8), "nn", "cpu")
-    budget = dict(warmup_ms=0.1, rep_ms=0.5, min_reps=6, max_reps=9)
+    budget = TimingBudget(warmup_ms=0.1, rep_ms=0.5, min_reps=6, max_reps=9)
     out = sb.time_many({"torch": choices.torch_choice("nn"), "other": sb.other_layout()[1]}, budget, rounds=3)
     assert set(out) == {"torch", "other"}
     assert all(v["n"] >= 6 and v["ms"] > 0 and v["iqr_ms"] >= 0 for v in out.values())  # 3 rounds x >= 2 calls

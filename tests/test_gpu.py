@@ -13,7 +13,7 @@ from warpforge import Candidate, EvalConfig, evaluate, load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 # small sizes, short timing budgets; the torch.compile baseline is left out to keep the test short
-CONFIG = EvalConfig(device="cuda", size="cpu", warmup_ms=5, rep_ms=20, compile_baseline=False)
+CONFIG = EvalConfig.of(device="cuda", size="cpu", warmup_ms=5, rep_ms=20, compile_baseline=False)
 
 
 def run(task: str, relpath: str):
@@ -118,7 +118,7 @@ def test_a_launch_bound_task_reads_one_against_itself_with_the_profile_stage_on(
     path = tmp_path / "lstm_task.py"
     path.write_text(LAUNCH_BOUND_TASK)
     task = load_task(str(path))
-    result = evaluate(task, as_candidate(task), EvalConfig(device="cuda", size="cpu", compile_baseline=False))
+    result = evaluate(task, as_candidate(task), EvalConfig.of(device="cuda", size="cpu", compile_baseline=False))
     assert result.status == "correct", f"{result.status}: {result.reason}"
     assert result.kernels, "the profile stage did not run"
     # the profiler's bias read 0.71x on an LSTM; the band leaves room for cuDNN's RNN noise (the
@@ -194,7 +194,7 @@ def test_cuda_ipc_and_files_give_the_same_verdicts():
     honest = Candidate.from_file(ROOT / "examples/gpu/relu__torch.py")
     wrong = Candidate(source=WRONG_RELU)
     for cuda_ipc in (True, False):
-        config = dataclasses.replace(CONFIG, cuda_ipc=cuda_ipc, profile=False)
+        config = CONFIG.replace(cuda_ipc=cuda_ipc, profile=False)
         good, bad = evaluate(task, honest, config), evaluate(task, wrong, config)
         assert good.status == "correct", f"cuda_ipc={cuda_ipc}: {good.reason}\n{good.output_tail[-2000:]}"
         assert bad.status == "incorrect" and "tolerance" in bad.reason, f"cuda_ipc={cuda_ipc}: {bad.reason}"
@@ -207,7 +207,7 @@ def test_a_sandboxed_reference_judges_on_the_gpu_with_its_sets_as_files():
     import dataclasses
 
     task = load_task("level1/relu")
-    config = dataclasses.replace(CONFIG, sandbox_reference=True, profile=False)
+    config = CONFIG.replace(sandbox_reference=True, profile=False)
     good = evaluate(task, Candidate.from_file(ROOT / "examples/gpu/relu__torch.py"), config)
     bad = evaluate(task, Candidate(source=WRONG_RELU), config)
     assert good.status == "correct", f"{good.reason}\n{good.output_tail[-2000:]}"

@@ -82,5 +82,5 @@ def test_no_sandbox_runs_and_says_unsandboxed_in_the_result(tmp_path: Path) -> N
                            "--no-bench", "--no-sandbox"], capture_output=True, text=True, timeout=300, env=env)
     result = json.loads(done.stdout)
     assert done.returncode == 0 and result["correct"], result["reason"]
-    assert result["config"]["sandbox"] is False
+    assert result["config"]["safety"]["sandbox"] is False
     assert any(w.startswith("unsandboxed") for w in result["warnings"]) and "unsandboxed" in done.stderr

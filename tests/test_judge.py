@@ -38,7 +38,7 @@ def no_stash() -> Iterator[None]:
 
 def test_every_candidate_gets_fresh_inputs_and_the_reference_process_is_reused(no_stash: None) -> None:
     # unsandboxed, so the stash reaches the host's /tmp: fresh inputs alone must defeat it
-    cfg = EvalConfig(**FAST, bench=False, static_checks=False, sandbox=False)  # type: ignore[arg-type]
+    cfg = EvalConfig.of(**FAST, bench=False, static_checks=False, sandbox=False)  # type: ignore[arg-type]
     with Judge(load_task(FIXTURES / "tasks" / "matmul.py"), cfg) as judge:
         record = judge.evaluate(candidate("cross_candidate_cache"))
         assert record.correct, record.reason  # honest the first time: it only stores its answers
@@ -58,7 +58,7 @@ def test_every_candidate_gets_fresh_inputs_and_the_reference_process_is_reused(n
 
 
 def test_a_sandboxed_candidate_leaves_nothing_for_a_later_one(no_stash: None) -> None:
-    cfg = EvalConfig(**FAST, bench=False, static_checks=False)  # type: ignore[arg-type]
+    cfg = EvalConfig.of(**FAST, bench=False, static_checks=False)  # type: ignore[arg-type]
     with Judge(load_task(FIXTURES / "tasks" / "matmul.py"), cfg) as judge:
         for _ in range(2):  # each records into its private /tmp, which is gone with it: no replay
             record = judge.evaluate(candidate("cross_candidate_cache"))
@@ -68,7 +68,7 @@ def test_a_sandboxed_candidate_leaves_nothing_for_a_later_one(no_stash: None) ->
 
 
 def test_baselines_are_timed_once_and_nothing_outlives_close() -> None:
-    cfg = EvalConfig(**FAST, bench=True, spare_workers=2)  # type: ignore[arg-type]
+    cfg = EvalConfig.of(**FAST, bench=True, spare_workers=2)  # type: ignore[arg-type]
     judge = Judge(load_task(FIXTURES / "tasks" / "matmul.py"), cfg)
     try:
         first = judge.evaluate(candidate("honest_matmul"))
@@ -93,7 +93,7 @@ def test_baselines_are_timed_once_and_nothing_outlives_close() -> None:
 
 
 def test_a_broken_task_raises_a_task_error_and_leaves_nothing() -> None:
-    cfg = EvalConfig(**FAST, bench=False)  # type: ignore[arg-type]
+    cfg = EvalConfig.of(**FAST, bench=False)  # type: ignore[arg-type]
     with Judge(load_task(FIXTURES / "tasks" / "bad_inputs_string.py"), cfg) as judge:
         with pytest.raises(TaskError, match="get_inputs"):
             judge.evaluate(candidate("honest_matmul"))
@@ -104,7 +104,7 @@ def test_a_broken_task_raises_a_task_error_and_leaves_nothing() -> None:
 def test_sets_that_do_not_fit_the_memory_budget_are_fewer_and_the_result_says_so() -> None:
     # the fixture's float64 output, and its fp32 inputs and output in both timing processes
     per_set = 64 * 48 * 8 + 2 * ((64 * 96 + 96 * 48) * 4 + 64 * 48 * 4)
-    cfg = EvalConfig(**{**FAST, "trials": 5}, bench=True, unseen_bench_sets=3,  # type: ignore[arg-type]
+    cfg = EvalConfig.of(**{**FAST, "trials": 5}, bench=True, unseen_bench_sets=3,  # type: ignore[arg-type]
                      sets_memory_gb=3.5 * per_set / 2**30)
     with Judge(load_task(FIXTURES / "tasks" / "matmul.py"), cfg) as judge:
         honest = judge.evaluate(candidate("honest_matmul"))
@@ -119,7 +119,7 @@ def test_sets_that_do_not_fit_the_memory_budget_are_fewer_and_the_result_says_so
         assert any("input sets reduced to 2 checked + 1 timed" in w for w in honest.warnings), honest.warnings
         wrong = judge.evaluate(candidate("low_precision_bf16"))
         assert wrong.status == "incorrect", wrong.reason  # fewer sets still catch a wrong answer
-    roomy = EvalConfig(**FAST, bench=False, sets_memory_gb=1.0)  # type: ignore[arg-type]
+    roomy = EvalConfig.of(**FAST, bench=False, sets_memory_gb=1.0)  # type: ignore[arg-type]
     with Judge(load_task(FIXTURES / "tasks" / "matmul.py"), roomy) as judge:
         record = judge.evaluate(candidate("honest_matmul"))
         assert record.trials == 5 and not any("reduced" in w for w in record.warnings)
@@ -135,7 +135,7 @@ def test_fit_sets_keeps_two_checked_and_one_timed_set_at_least() -> None:
     assert fit_sets(4, 1, 10, 20) == (2, 1)  # one trial asked: one checked
     assert fit_sets(5, 5, 10, 30) == (3, 3)  # no timing sets (bench off): only checked ones
     with pytest.raises(ConfigError, match="sets_memory_gb must be positive"):
-        EvalConfig(sets_memory_gb=0)
+        EvalConfig.of(sets_memory_gb=0)
 
 
 def test_the_timing_budget_comes_from_the_command_line_and_a_useless_one_is_refused() -> None:
@@ -146,8 +146,8 @@ def test_the_timing_budget_comes_from_the_command_line_and_a_useless_one_is_refu
     parser = argparse.ArgumentParser()
     add_eval_options(parser)
     config = config_from_args(parser.parse_args(["--device", "cpu", "--rep-ms", "25", "--warmup-ms", "5"]))
-    assert (config.rep_ms, config.warmup_ms) == (25.0, 5.0)
-    assert config_from_args(parser.parse_args(["--device", "cpu"])).rep_ms == EvalConfig().rep_ms
+    assert (config.timing.rep_ms, config.timing.warmup_ms) == (25.0, 5.0)
+    assert config_from_args(parser.parse_args(["--device", "cpu"])).timing.rep_ms == EvalConfig().timing.rep_ms
     with pytest.raises(ConfigError, match="rep_ms must be positive"):
         config_from_args(parser.parse_args(["--device", "cpu", "--rep-ms", "0"]))
 
@@ -155,7 +155,7 @@ def test_the_timing_budget_comes_from_the_command_line_and_a_useless_one_is_refu
 def test_the_candidate_may_hold_its_input_file_twice_on_top_of_the_memory_limit(tmp_path: Path) -> None:
     from warpforge.evaluate import candidate_memory_mb
 
-    cfg = EvalConfig(mem_limit_gb=2.0)
+    cfg = EvalConfig.of(mem_limit_gb=2.0)
     assert candidate_memory_mb(cfg, tmp_path) == 2048  # no inputs yet
     (tmp_path / "inputs.pt").write_bytes(b"\0" * (3 * 2**20))
     assert candidate_memory_mb(cfg, tmp_path) == 2048 + 6
@@ -194,7 +194,7 @@ def test_a_content_cache_suspicion_is_confirmed_on_a_second_draw_or_dropped(monk
     honest = EvalResult("correct", "within tolerance", "done")
     assert content_cache_rejected(cached) and not content_cache_rejected(honest)
     assert not content_cache_rejected(EvalResult("rejected", f"static: {CONTENT_CACHE_REASON}", "static"))
-    cfg = EvalConfig(**FAST, bench=True)  # type: ignore[arg-type]
+    cfg = EvalConfig.of(**FAST, bench=True)  # type: ignore[arg-type]
     for second, status, confirmed in ((honest, "correct", False), (cached, "rejected", True)):
         with Judge(load_task(FIXTURES / "tasks" / "matmul.py"), cfg) as judge:
             results = iter([cached, second])

@@ -151,7 +151,7 @@ def test_a_candidate_in_a_registered_language_is_evaluated_on_the_cpu(tmp_path: 
     """Unregistered, the toy program is refused (its import is not allowed); registered, the
     evaluator builds it with the toy toolchain's folder and CPU mode in its process (the program
     checks both) and finds it correct; the toy's own static rule refuses a variant."""
-    task, config = load_task(RELU), EvalConfig(device="cpu", bench=False, trials=2, cache_dir=str(tmp_path))
+    task, config = load_task(RELU), EvalConfig.of(device="cpu", bench=False, trials=2, cache_dir=str(tmp_path))
     refused = evaluate(task, Candidate(source=TOY_SOURCE), config)
     assert refused.status == "rejected" and "imports fractions" in refused.reason
     languages.register(toy.LANGUAGE)

@@ -30,7 +30,7 @@ CORRECT = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n
           "        return torch.relu(x)\n"
 WRONG = CORRECT.replace("torch.relu(x)", "-x")  # rejected as incorrect: never timed, so the exit code is 1
 REPEATED = "Your last reply repeated candidate #"
-CHECKS = EvalConfig(device="cpu", bench=False, timeout_s=120.0)  # verdicts, not timings
+CHECKS = EvalConfig.of(device="cpu", bench=False, timeout_s=120.0)  # verdicts, not timings
 
 
 def scripted_model(tmp_path: Path, program: str) -> tuple[str, Path]:

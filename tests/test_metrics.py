@@ -1,4 +1,3 @@
-import dataclasses
 import itertools
 import math
 
@@ -203,7 +202,7 @@ def test_the_impossible_speed_limit_of_an_fp32_task_is_the_tf32_rate() -> None:
     timing = Timing(median_ms=0.75, iqr_ms=0, min_ms=0.75, mean_ms=0.75, n=1, host_median_ms=1)
     info = _roofline(ref, timing, EvalConfig(device="cpu"))
     assert info == {"flops": flops, "bytes": 1e6}  # no GPU peaks on the CPU
-    info = _roofline(ref, timing, dataclasses.replace(EvalConfig(device="cpu"), device="cuda"))
+    info = _roofline(ref, timing, EvalConfig(device="cpu").replace(device="cuda"))
     assert info["fraction"] > 1.0  # faster than the fp32-core floor, as cuDNN's TF32 is
     assert info["impossible_below_ms"] < info["floor_ms"] / 5
     assert metrics.roofline_fraction(0.75, info["impossible_below_ms"]) < 1.0

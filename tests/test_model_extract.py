@@ -181,7 +181,7 @@ def test_extract_takes_the_top_seams_in_rank_order(llama: dict[str, Any], tmp_pa
 
 def test_every_extracted_task_passes_aa(llama: dict[str, Any]) -> None:
     tasks = [load_task(llama["out"] / r["task"]) for r in llama["seams"]["tasks"]]
-    rows = calibrate(tasks, EvalConfig(**AA))  # type: ignore[arg-type]
+    rows = calibrate(tasks, EvalConfig.of(**AA))  # type: ignore[arg-type]
     assert [r["status"] for r in rows] == ["correct"] * len(tasks), [(r["task"], r["reason"]) for r in rows]
 
 
@@ -214,5 +214,5 @@ def test_a_kernelbench_style_file_is_a_spec_as_it_is(tmp_path: Path) -> None:
     assert "def rms_norm(" in source and "self.eps = 1e-05" in source  # the file's function and constant, copied
     task = load_task(out / norm["task"])
     assert task.metadata["sizes"]["decode"]["SHAPES"] == [[8, 1, 64]]
-    rows = calibrate([task], EvalConfig(**AA))  # type: ignore[arg-type]  # SwiGLU: checked by extract only
+    rows = calibrate([task], EvalConfig.of(**AA))  # type: ignore[arg-type]  # SwiGLU: checked by extract only
     assert [r["status"] for r in rows] == ["correct"], [(r["task"], r["reason"]) for r in rows]

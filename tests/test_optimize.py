@@ -9,7 +9,6 @@ candidates are evaluated for real by the CPU evaluator.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
@@ -30,7 +29,7 @@ from warpforge.search import Budget, OptimizeConfig, Optimizer
 ROOT = Path(__file__).resolve().parents[1]
 REPLIES = ROOT / "examples" / "replay" / "cpu_suite.jsonl"
 # these tests are about the loop, not timing precision: short timing budgets
-FAST_EVAL = EvalConfig(device="cpu", warmup_ms=5.0, rep_ms=20.0, min_reps=5, timeout_s=120.0)
+FAST_EVAL = EvalConfig.of(device="cpu", warmup_ms=5.0, rep_ms=20.0, min_reps=5, timeout_s=120.0)
 STATUSES = {"correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected"}
 
 
@@ -176,7 +175,7 @@ def test_a_generation_evaluated_on_a_worker_pool_gives_the_same_verdicts(tmp_pat
     arrive; the archive (written only here) gets the same statuses as the in-process Judge."""
     from warpforge.executor import EvalPool
 
-    checks = dataclasses.replace(FAST_EVAL, bench=False)  # two CPU workers share the cores: verdicts, not timings
+    checks = FAST_EVAL.replace(bench=False)  # two CPU workers share the cores: verdicts, not timings
     verdicts = []
     for pooled in (False, True):
         llm = LLMClient(parse_model_specs([f"replay:{REPLIES}"]))

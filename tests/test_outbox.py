@@ -76,7 +76,7 @@ def _gpu_machine(box: Path, stop: threading.Event, batches: list[set[str]], fail
 def test_the_loop_optimises_tasks_in_parallel_through_an_outbox_and_a_rerun_finds_every_result(tmp_path: Path) -> None:
     box = tmp_path / "box"
     tasks = [load_task("level1/diag_matmul"), load_task("level2/rank1_matmul")]
-    config = OptimizeConfig(strategy="evolve", eval=EvalConfig(device="cpu", timing_bound=100.0), generation_size=2,
+    config = OptimizeConfig(strategy="evolve", eval=EvalConfig.of(device="cpu", timing_bound=100.0), generation_size=2,
                             budget=Budget(candidates=2))
     stop, batches, failures = threading.Event(), [], []  # type: ignore[var-annotated]
     machine = None

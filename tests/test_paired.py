@@ -107,14 +107,14 @@ def test_rounds_measure_again_only_while_the_interval_can_change_the_claim() -> 
 
 def test_a_candidate_is_timed_in_rounds_beside_the_reference() -> None:
     task = load_task(FIXTURES / "tasks" / "matmul.py")
-    result = evaluate(task, Candidate.from_file(FIXTURES / "candidates" / "honest_matmul.py"), EvalConfig(**FAST))  # type: ignore[arg-type]
+    result = evaluate(task, Candidate.from_file(FIXTURES / "candidates" / "honest_matmul.py"), EvalConfig.of(**FAST))  # type: ignore[arg-type]
     assert result.correct, result.reason
     paired = result.paired
     assert paired["rounds"] >= 5 and len(paired["reference_ms"]) == len(paired["candidate_ms"]) == paired["rounds"]
     low, high = result.speedup_interval or (0, 0)
     assert low <= paired["speedup"] <= high
     assert result.speedup == paired["speedup"]  # always the point estimate, whatever the load
-    # the claimed interval is the rounds' widened by the CPU's process spread (config.process_spread)
+    # the claimed interval is the rounds' widened by the CPU's process spread (config.timing.process_spread)
     r_low, r_high = paired["rounds_interval"]
     assert paired["process_spread"] == 0.25
     assert low == pytest.approx(r_low / 1.25) and high == pytest.approx(r_high * 1.25)
@@ -123,7 +123,7 @@ def test_a_candidate_is_timed_in_rounds_beside_the_reference() -> None:
 def test_a_much_slower_candidate_reads_slower_with_its_interval() -> None:
     slow = Candidate("import torch, torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, a, b):\n"
                      "        for _ in range(200):\n            c = a @ b\n        return a @ b\n")
-    result = evaluate(load_task(FIXTURES / "tasks" / "matmul.py"), slow, EvalConfig(**FAST))  # type: ignore[arg-type]
+    result = evaluate(load_task(FIXTURES / "tasks" / "matmul.py"), slow, EvalConfig.of(**FAST))  # type: ignore[arg-type]
     assert result.correct, result.reason
     low, high = result.speedup_interval or (1, 1)
     assert high < 0.5  # ~200x more work: every round's ratio far below 1, whatever the load
@@ -142,11 +142,11 @@ def test_both_processes_run_with_the_same_fixed_malloc_settings_on_the_cpu(tmp_p
                                         "    import os\n    raise RuntimeError('malloc=' + os.environ.get('GLIBC_TUNABLES', ''))"))
     with pytest.raises(TaskError) as reference:
         evaluate(load_task(task_path), Candidate(source.replace("class Model(", "class ModelNew(")),
-                 EvalConfig(**FAST))  # type: ignore[arg-type]
+                 EvalConfig.of(**FAST))  # type: ignore[arg-type]
     candidate = Candidate("import os\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    pass\n\n\n"
                           "raise RuntimeError('malloc=' + os.environ.get('GLIBC_TUNABLES', ''))\n")
     result = evaluate(load_task(FIXTURES / "tasks" / "matmul.py"), candidate,
-                      EvalConfig(**FAST, static_checks=False))  # type: ignore[arg-type]
+                      EvalConfig.of(**FAST, static_checks=False))  # type: ignore[arg-type]
     assert result.status == "compile_error"
     assert f"malloc={MALLOC_TUNABLES}" in str(reference.value)
     assert f"malloc={MALLOC_TUNABLES}" in result.reason, result.reason
@@ -171,8 +171,8 @@ def test_the_reference_round_compares_its_inputs_after_every_timed_call_as_the_c
     model = torch.nn.ReLU()
     sets = [[torch.randn(64)], [torch.randn(64)]]
     timing = reference._time_round(model, state.snapshot(model), sets, "cpu",
-                                   TimeRound(seed=1, bench_args={"warmup_ms": 1.0, "rep_ms": 2.0, "min_reps": 5},
-                                             positions=[[0, 63]]), [[1], [0]])
+                                   TimeRound(seed=1, timing={"warmup_ms": 1.0, "rep_ms": 2.0, "min_reps": 5},
+                                             first=True, positions=[[0, 63]]), [[1], [0]])
     # every timed call compares: the counted ones (on fresh content: timing["n"]) and the others
     assert len(compared) > timing["n"] >= 5 and set(compared) == {1}
 

@@ -41,7 +41,7 @@ sandboxed = pytest.mark.skipif(jail.problem() is not None, reason=f"no sandbox h
 @pytest.fixture(scope="module")
 def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judge]:
     cache = tmp_path_factory.mktemp("cache")
-    with Judge(load_task(MATMUL), EvalConfig(**FAST, cache_dir=str(cache))) as j:  # type: ignore[arg-type]
+    with Judge(load_task(MATMUL), EvalConfig.of(**FAST, cache_dir=str(cache))) as j:  # type: ignore[arg-type]
         yield j
 
 
@@ -78,7 +78,7 @@ def left_in(judge: Judge, name: str) -> list[Path]:
     """`name` anywhere in the Judge's candidate folders or in the shared compile cache (looked for
     one level down only: a walk of a tree left behind would itself recurse)."""
     roots = [*judge._tmp.glob("candidate-*/work"), *judge._tmp.glob("candidate-*/cache"),
-             *(Path(judge.cfg.cache_dir) / "compile" / "sandboxed").glob("*")]
+             *(Path(judge.cfg.transport.cache_dir) / "compile" / "sandboxed").glob("*")]
     return [root / name for root in roots if os.path.lexists(root / name)]
 
 
@@ -231,7 +231,7 @@ def test_writing_past_the_folder_limit_is_a_clear_verdict(judge: Judge, fixture:
 
 def test_the_folder_limit_must_be_positive() -> None:
     with pytest.raises(ConfigError, match="work_limit_gb"):
-        EvalConfig(work_limit_gb=0)
+        EvalConfig.of(work_limit_gb=0)
 
 
 # -- no state crosses evaluations -------------------------------------------------------------

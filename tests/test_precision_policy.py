@@ -60,7 +60,7 @@ def test_a_candidate_that_only_sets_a_precision_flag_is_accepted() -> None:
     """Each was refused before running until issue 40, though on this task it changes nothing."""
     flags = ["torch.backends.cudnn.allow_tf32 = True", "torch.backends.cuda.matmul.allow_tf32 = True",
              'torch.set_float32_matmul_precision("high")']
-    with Judge(load_task(TASKS / "matmul.py"), EvalConfig(**FAST)) as judge:  # type: ignore[arg-type]
+    with Judge(load_task(TASKS / "matmul.py"), EvalConfig.of(**FAST)) as judge:  # type: ignore[arg-type]
         for flag in flags:
             result = judge.evaluate(Candidate(MATMUL.format(flag=flag)))
             assert result.correct, f"{flag}: {describe(result)}"
@@ -68,19 +68,19 @@ def test_a_candidate_that_only_sets_a_precision_flag_is_accepted() -> None:
 
 def test_strict_fp32_sets_the_flags_in_both_processes_and_is_recorded() -> None:
     task = load_task(TASKS / "precision_seen.py")
-    with Judge(task, EvalConfig(**FAST, strict_fp32=True)) as judge:  # type: ignore[arg-type]
+    with Judge(task, EvalConfig.of(**FAST, strict_fp32=True)) as judge:  # type: ignore[arg-type]
         own_flags = judge.evaluate(Candidate(FLAGS_SEEN.format(flag="")))
         assumes_strict = judge.evaluate(Candidate(ASSUMES_STRICT))
         tf32_back_on = judge.evaluate(Candidate(FLAGS_SEEN.format(flag="torch.backends.cudnn.allow_tf32 = True")))
     assert assumes_strict.correct, describe(assumes_strict)  # the reference's process: all flags off
     assert own_flags.correct, describe(own_flags)  # ... and the candidate's, before its code ran
-    assert own_flags.config["strict_fp32"] is True and assumes_strict.config["strict_fp32"] is True
+    assert own_flags.config["safety"]["strict_fp32"] is True and assumes_strict.config["safety"]["strict_fp32"] is True
     # turning TF32 back on is allowed, and shows in the output (on a GPU: in a convolution's error)
     assert tf32_back_on.status == "incorrect" and "tolerance" in tf32_back_on.reason, describe(tf32_back_on)
-    with Judge(task, EvalConfig(**FAST)) as judge:  # type: ignore[arg-type]
+    with Judge(task, EvalConfig.of(**FAST)) as judge:  # type: ignore[arg-type]
         default = judge.evaluate(Candidate(ASSUMES_STRICT))
     assert default.status == "incorrect", describe(default)  # PyTorch's defaults: cuDNN TF32 on
-    assert default.config["strict_fp32"] is False
+    assert default.config["safety"]["strict_fp32"] is False
 
 
 def test_strict_fp32_is_a_shared_eval_option() -> None:
@@ -88,7 +88,7 @@ def test_strict_fp32_is_a_shared_eval_option() -> None:
 
     parser = argparse.ArgumentParser()
     add_eval_options(parser)
-    assert config_from_args(parser.parse_args(["--strict-fp32", "--no-sandbox"])).strict_fp32 is True
-    assert config_from_args(parser.parse_args(["--no-sandbox"])).strict_fp32 is False
+    assert config_from_args(parser.parse_args(["--strict-fp32", "--no-sandbox"])).safety.strict_fp32 is True
+    assert config_from_args(parser.parse_args(["--no-sandbox"])).safety.strict_fp32 is False
     with pytest.raises(ConfigError, match="choose one"):
         config_from_args(parser.parse_args(["--strict-fp32", "--allow-tf32", "--no-sandbox"]))

@@ -67,7 +67,7 @@ def test_a_kernelbench_sized_task_reads_one_against_itself_on_the_cpu() -> None:
     from warpforge.calibrate import as_candidate
 
     task = load_task(FIXTURE)
-    result = evaluate(task, as_candidate(task), EvalConfig(device="cpu", warmup_ms=5.0, rep_ms=20.0, min_reps=5,
+    result = evaluate(task, as_candidate(task), EvalConfig.of(device="cpu", warmup_ms=5.0, rep_ms=20.0, min_reps=5,
                                                            timing_bound=100.0))
     assert result.status == "correct", result.reason
     assert any("divided by 32" in w for w in result.warnings), result.warnings

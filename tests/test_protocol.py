@@ -69,7 +69,7 @@ def test_requests_to_the_reference_process_cross_as_json() -> None:
     from warpforge.evaluate import protocol
 
     for request in (protocol.Draw("/x/inputs.pt", [1, 2], 1, None, True), protocol.Compare(["o.pt"], [[0]], [{}]),
-                    protocol.TimeRound(7, {"rep_ms": 5.0}, [[0, 3]]), protocol.CheckFresh([[1, 2**62]], [[0, 3]])):
+                    protocol.TimeRound(7, {"rep_ms": 5.0}, False, [[0, 3]]), protocol.CheckFresh([[1, 2**62]], [[0, 3]])):
         assert protocol.request_from_json(protocol.request_json(request)) == request
     spec = protocol.ReferenceSpec("t.py", {}, "cpu", 1, False, None, {}, "abc")
     assert protocol.ReferenceSpec.from_json(spec.to_json()) == spec
@@ -89,7 +89,7 @@ def test_a_candidate_spec_crosses_as_json_and_refuses_fields_it_does_not_know() 
     from warpforge.evaluate.protocol import CandidateSpec
 
     spec = CandidateSpec("c.py", "cpu", {"TORCH_EXTENSIONS_DIR": "/x"}, positions=[[0, 9]], verify_sets=5,
-                         bench_args={"rep_ms": 20.0})
+                         timing={"rep_ms": 20.0})
     assert CandidateSpec.from_json(spec.to_json()) == spec
     with pytest.raises(TypeError):
         CandidateSpec.from_json('{"candidate_path": "c.py", "device": "cpu", "env": {}, "positons": []}')

@@ -169,7 +169,7 @@ def test_the_loop_runs_with_a_command_as_its_model(tmp_path: Path) -> None:
                                   f"open({str(tmp_path / 'rewrite.md')!r}).read())")
     llm = LLMClient(parse_model_specs([f"cmd(scripted-agent):{command}"]))
     config = OptimizeConfig(strategy="evolve", generation_size=2, budget=Budget(candidates=2),
-                            eval=EvalConfig(device="cpu", warmup_ms=5.0, rep_ms=20.0, min_reps=5, timing_bound=100.0))
+                            eval=EvalConfig.of(device="cpu", warmup_ms=5.0, rep_ms=20.0, min_reps=5, timing_bound=100.0))
     with Archive(tmp_path / "a.db") as archive:
         Optimizer(archive, llm, config).run([load_task("level1/diag_matmul")])
         attempts = archive.attempts(task="level1/diag_matmul")

@@ -13,7 +13,7 @@ from warpforge.errors import ConfigError
 from warpforge.reward import KernelReward, RewardConfig, RollingNormalizer, reward, score
 
 FIXTURES = Path(__file__).parent / "fixtures"
-FAST = EvalConfig(device="cpu", warmup_ms=5.0, rep_ms=20.0, min_reps=5, timeout_s=60.0)
+FAST = EvalConfig.of(device="cpu", warmup_ms=5.0, rep_ms=20.0, min_reps=5, timeout_s=60.0)
 
 
 def timing(ms: float) -> Timing:

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.skipif(jail.problem() is not None, reason=f"no sandbox 
 @pytest.fixture(scope="module")
 def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judge]:
     cache = tmp_path_factory.mktemp("cache")
-    with Judge(load_task(FIXTURES / "tasks" / "matmul.py"), EvalConfig(**FAST, cache_dir=str(cache))) as j:  # type: ignore[arg-type]
+    with Judge(load_task(FIXTURES / "tasks" / "matmul.py"), EvalConfig.of(**FAST, cache_dir=str(cache))) as j:  # type: ignore[arg-type]
         yield j
 
 
@@ -103,7 +103,7 @@ def test_the_archive_cannot_be_found_or_rewritten(judge: Judge, tmp_path: Path) 
 def test_shared_caches_are_not_writable(judge: Judge) -> None:
     result = attack(judge, "cache_poison")
     assert result.correct, result.reason
-    cache = Path(judge.cfg.cache_dir)
+    cache = Path(judge.cfg.transport.cache_dir)
     home = Path(os.path.expanduser("~/.cache/warpforge"))
     poisoned = [p for root in (cache, home) if root.is_dir() for p in root.rglob("WF_POISON")]
     own = cache / "compile" / "sandboxed"  # its private cache, published under its own source's key only
@@ -137,7 +137,7 @@ def test_nothing_outlives_the_evaluation_and_no_other_process_is_visible(judge: 
 
 
 def test_memory_of_every_process_counts_and_tmp_is_private() -> None:
-    cfg = EvalConfig(**{**FAST, "mem_limit_gb": 1.0, "spare_workers": 0})  # type: ignore[arg-type]
+    cfg = EvalConfig.of(**{**FAST, "mem_limit_gb": 1.0, "spare_workers": 0})  # type: ignore[arg-type]
     with Judge(load_task(FIXTURES / "tasks" / "matmul.py"), cfg) as judge:
         result = attack(judge, "hidden_memory")
     assert not result.correct and "memory" in result.reason, result.reason
@@ -179,7 +179,7 @@ def listener() -> Iterator[list[bytes]]:
 def test_secrets_never_reach_the_candidate_or_the_record(listener: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY[::-1])
-    cfg = EvalConfig(**{**FAST, "spare_workers": 0})  # type: ignore[arg-type]
+    cfg = EvalConfig.of(**{**FAST, "spare_workers": 0})  # type: ignore[arg-type]
     with Judge(load_task(FIXTURES / "tasks" / "matmul.py"), cfg) as judge:  # its processes start with the keys set
         result = attack(judge, "steal_secrets")
     assert result.status == "compile_error", result.reason

@@ -235,4 +235,4 @@ def test_the_tests_run_on_their_own_cache() -> None:
 
     cache = os.environ.get("WARPFORGE_CACHE", "")
     assert cache and not cache.startswith(os.path.expanduser("~/.cache"))
-    assert EvalConfig(device="cpu").resolved().cache_dir == cache
+    assert EvalConfig(device="cpu").resolved().transport.cache_dir == cache

@@ -142,7 +142,7 @@ def test_the_evaluator_counts_the_work_of_a_plain_expression_at_the_preset_sizes
             return []
     """)
     (tmp_path / "task.py").write_text(task_source)
-    config = EvalConfig(device="cpu", warmup_ms=5.0, rep_ms=20.0, min_reps=5, timeout_s=120.0)
+    config = EvalConfig.of(device="cpu", warmup_ms=5.0, rep_ms=20.0, min_reps=5, timeout_s=120.0)
     result = evaluate(load_task(tmp_path / "task.py"), Candidate(task_source.replace("class Model", "class ModelNew")),
                       config)
     assert result.correct, result.reason

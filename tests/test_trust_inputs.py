@@ -94,10 +94,10 @@ def test_sandbox_reference_runs_a_task_file_you_did_not_write_in_the_sandbox(tmp
     assert main(["eval", str(task), str(cand), "--device", "cpu", "--no-bench", "--sandbox-reference"]) == 0
     assert not marker.exists()
     with pytest.raises(ConfigError, match="only with the sandbox on"):
-        EvalConfig(sandbox=False, sandbox_reference=True)
+        EvalConfig.of(sandbox=False, sandbox_reference=True)
     # two sandboxes cannot share CUDA IPC handles (an H100 run: the candidate could not open them)
-    with Judge(load_task("level1/relu"), EvalConfig(device="cpu", sandbox_reference=True)) as judge:
-        assert judge.sandbox_reference and judge.cfg.cuda_ipc is False
+    with Judge(load_task("level1/relu"), EvalConfig.of(device="cpu", sandbox_reference=True)) as judge:
+        assert judge.sandbox_reference and judge.cfg.transport.cuda_ipc is False
 
 
 @pytest.mark.timeout(60)

@@ -17,7 +17,7 @@ from typing import Any
 
 from warpforge import metrics
 from warpforge.candidate import Candidate, EvalResult, Timing
-from warpforge.config import EvalConfig
+from warpforge.config import EvalConfig, flat
 from warpforge.errors import HarnessError, TaskError
 from warpforge.task import Task
 
@@ -41,7 +41,7 @@ def row(task: Task, result: EvalResult) -> dict[str, Any]:
             "claim": result.claim.to_dict(), "reference_ms": ref, "candidate_ms": result.candidate.median_ms if result.candidate else None,
             "rel_l2_err": result.rel_l2_err, "tolerance": result.tolerance.get("rel_l2"),
             "reason": result.reason, "warnings": list(result.warnings), "hardware": result.hardware,
-            "strict_fp32": bool(result.config.get("strict_fp32")),  # the bar's precision mode (--strict-fp32)
+            "strict_fp32": bool(flat(result.config).get("strict_fp32")),  # the bar's precision mode (--strict-fp32)
             # what explains a speedup away from 1.00x: each round's medians, and each side's host
             # latency and sync tail (bench.py)
             "paired": result.paired, "timing": {side: _timing_facts(t) for side, t in

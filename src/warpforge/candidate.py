@@ -68,7 +68,10 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Timing:
-    """One timed program: median and spread in ms, plus the raw samples."""
+    """One timed program, the one record of a timing run from the timed loop (bench.time_calls)
+    through the process boundary (`to_dict`/`from_dict`) to the verdict: device-time statistics
+    over its timed calls (ms), the host's latency, the raw samples and, where they apply, the
+    CUDA sync figures and the content-cache probe's two numbers."""
 
     median_ms: float
     iqr_ms: float
@@ -80,14 +83,34 @@ class Timing:
     tail_median_ms: float | None = None
     """CUDA: device time from the end of the caller's stream to the end event recorded after the
     device-wide synchronize (the sync's round trip, counted in every timed call; bench.py)."""
+    sync_floor_ms: float | None = None
+    """CUDA, untrusted calls: the median round trip taken off each call's synchronize."""
+    first_seen_min_ms: float | None = None
+    """The fastest call on an input set first seen in the timed loop (bench.ProbeSchedule)."""
+    repeat_median_ms: float | None = None
+    """The median of the calls next to those, on sets seen before."""
+
+    def to_dict(self, samples: bool = True) -> dict[str, Any]:
+        """The JSON form (a result's `candidate`/`reference` objects, and a timing run's message
+        from a child): the optional figures only where they were measured."""
+        d = {k: v for k, v in dataclasses.asdict(self).items() if v is not None or k == "tail_median_ms"}
+        if samples:
+            d["samples_ms"] = list(self.samples_ms)
+        else:
+            d.pop("samples_ms")
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Timing:
+        def optional(key: str) -> float | None:
+            return float(d[key]) if d.get(key) is not None else None
+
         return cls(
             median_ms=float(d["median_ms"]), iqr_ms=float(d["iqr_ms"]), min_ms=float(d["min_ms"]),
             mean_ms=float(d["mean_ms"]), n=int(d["n"]), host_median_ms=float(d["host_median_ms"]),
-            samples_ms=tuple(float(x) for x in d.get("samples_ms", ())),
-            tail_median_ms=float(d["tail_median_ms"]) if d.get("tail_median_ms") is not None else None,
+            samples_ms=tuple(float(x) for x in d.get("samples_ms", ())), tail_median_ms=optional("tail_median_ms"),
+            sync_floor_ms=optional("sync_floor_ms"), first_seen_min_ms=optional("first_seen_min_ms"),
+            repeat_median_ms=optional("repeat_median_ms"),
         )
 
 
@@ -186,14 +209,7 @@ class EvalResult:
     def to_dict(self, samples: bool = True) -> dict[str, Any]:
         """The `warpforge eval --json` object."""
         def timing(t: Timing | None) -> dict[str, Any] | None:
-            if t is None:
-                return None
-            d = dataclasses.asdict(t)
-            if not samples:
-                d.pop("samples_ms")
-            else:
-                d["samples_ms"] = list(t.samples_ms)
-            return d
+            return None if t is None else t.to_dict(samples)
 
         out: dict[str, Any] = {
             "status": self.status,

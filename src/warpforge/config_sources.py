@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from warpforge.config import GROUPS, EvalConfig
+from warpforge.config import GROUP_TYPES, GROUPS, EvalConfig
 from warpforge.errors import ConfigError
 
 ENV_PREFIX = "WARPFORGE_"
@@ -50,7 +50,7 @@ def load_config(file: str | Path | None = None, flags: Mapping[str, Any] | None 
         values.update(read_file(file))
     values.update(from_env(os.environ if env is None else env))
     values.update(flags or {})
-    return EvalConfig(**values)
+    return EvalConfig.of(**values)
 
 
 def read_file(file: str | Path) -> dict[str, Any]:
@@ -147,5 +147,7 @@ def _describe(kinds: list[Any]) -> str:
     return " or ".join(words.get(k) or " or ".join(repr(c) for c in k) for k in kinds)
 
 
-FIELD_TYPES: dict[str, Any] = typing.get_type_hints(EvalConfig)
-"""Each EvalConfig field's type (tests/test_config_sources.py checks GROUPS covers them all)."""
+FIELD_TYPES: dict[str, Any] = {name: kind for owner in (EvalConfig, *GROUP_TYPES.values())
+                               for name, kind in typing.get_type_hints(owner).items() if name not in GROUP_TYPES}
+"""Each setting's type, by its flat name: EvalConfig's own fields and its groups' (tests/test_config_sources.py
+checks GROUPS covers them all)."""

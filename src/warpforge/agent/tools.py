@@ -196,7 +196,7 @@ class AgentTools:
         config = self._config(device)
         loaded = self._task(task)
         assert config.device is not None and config.size is not None
-        allow_tf32 = config.allow_tf32 or bool(loaded.metadata.get("allow_tf32"))
+        allow_tf32 = config.safety.allow_tf32 or bool(loaded.metadata.get("allow_tf32"))
         key = (loaded.source_hash, config.device, config.size)
         with self._busy:
             found = self._probes.get(key) or probe(loaded, config.device, config.size, allow_tf32)

@@ -130,7 +130,7 @@ def _eval_jobs(args: argparse.Namespace, config: Any, err: Any) -> int:
     for job in jobs:
         why = check_task(job)
         untrusted = not args.trust_tasks and came_with_jobs(job, args.jobs)
-        if untrusted and not why and not config.sandbox:
+        if untrusted and not why and not config.safety.sandbox:
             why = (f"the task {job['task']} came inside the jobs folder, so its program runs only inside the sandbox, "
                    "which --no-sandbox turned off: evaluate with the sandbox on, or pass --trust-tasks")
         if why:  # reported, never evaluated against another program

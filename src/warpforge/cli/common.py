@@ -135,7 +135,7 @@ def config_from_args(args: argparse.Namespace, check_device: bool = True, **fixe
 
     flags = {name: getattr(args, name) for name in EVAL_FLAGS if getattr(args, name, None) is not None}
     config = load_config(getattr(args, "config", None), {**flags, **fixed})
-    if not config.sandbox:
+    if not config.safety.sandbox:
         print("warpforge: warning: the sandbox is off (--no-sandbox): candidates run unsandboxed and their results "
               "are marked so", file=sys.stderr)
     else:

@@ -174,6 +174,7 @@ def _cmd_shapes(args: argparse.Namespace) -> int:
 
 def _cmd_tune(args: argparse.Namespace) -> int:
     from warpforge.gemm import dispatch, families as registry
+    from warpforge.config import TimingBudget
     from warpforge.gemm.tune import TuneSettings, build_table, device_name, read_folder, sweep
 
     _need_device(args.device)
@@ -200,8 +201,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
                             lt_variants=args.lt_variants, cutlass_variants=args.cutlass_variants)
     if args.quick:
         settings.max_configs = 4
-        settings.screen = dict(warmup_ms=1.0, rep_ms=2.0, min_reps=3, max_reps=5)
-        settings.final = dict(warmup_ms=1.0, rep_ms=5.0, min_reps=5, max_reps=10)
+        settings.screen = TimingBudget(warmup_ms=1.0, rep_ms=2.0, min_reps=3, max_reps=5)
+        settings.final = TimingBudget(warmup_ms=1.0, rep_ms=5.0, min_reps=5, max_reps=10)
     print(f"tuning {len(shapes)} of {total} {args.shapes} shapes ({layout}, {args.dtype}) on {gpu}; "
           f"records -> {records} (re-running resumes)", file=sys.stderr)
     wins, failed = 0, 0

@@ -57,7 +57,7 @@ UNSANDBOXED = ("unsandboxed: the candidate ran without the OS sandbox (--no-sand
 
 def evaluate(task: Task, candidate: Candidate, config: EvalConfig) -> EvalResult:
     """Evaluate one candidate against one task (a `Judge` used once)."""
-    with Judge(task, dataclasses.replace(config, spare_workers=0)) as judge:
+    with Judge(task, config.replace(spare_workers=0)) as judge:
         return judge.evaluate(candidate)
 
 
@@ -81,27 +81,27 @@ def precompile(source: str, config: EvalConfig, target: Target) -> Precompiled:
     try:
         (tmp / "candidate.py").write_text(source)
         staged = None
-        if cfg.sandbox:
-            staged = compile_mod.stage(cfg.cache_dir, key, private)
+        if cfg.safety.sandbox:
+            staged = compile_mod.stage(cfg.transport.cache_dir, key, private)
             cache = compile_mod.private_env(jail.CACHE_MOUNT, target)
         else:
-            cache = compile_mod.cache_env(cfg.cache_dir, source, target)
+            cache = compile_mod.cache_env(cfg.transport.cache_dir, source, target)
         spec = CandidateSpec(str(tmp / "candidate.py"), "cpu", {**cache, "MAX_JOBS": "2"}, compile_only=True)
         (tmp / "spec.json").write_text(spec.to_json())
-        env = {**_child_env(dataclasses.replace(cfg, device="cpu")), "TORCH_CUDA_ARCH_LIST": target.arch_list}
+        env = {**_child_env(cfg.replace(device="cpu")), "TORCH_CUDA_ARCH_LIST": target.arch_list}
         for name in languages.env(CPU):  # it builds for the GPU: no language runs the CPU's way
             env.pop(name, None)
-        child = Child("warpforge.evaluate.worker", [], env=env, cwd=str(tmp), output_limit_bytes=cfg.output_limit_kb * 1024,
+        child = Child("warpforge.evaluate.worker", [], env=env, cwd=str(tmp), output_limit_bytes=cfg.limits.output_limit_kb * 1024,
                       jail=_jail(cfg, tmp, private))
         watch = _folder_limit(cfg, [tmp, private])
         child.send(str(tmp / "spec.json"))
-        outcome = child.wait(timeout_s=cfg.timeout_s, mem_limit_mb=cfg.mem_limit_gb * 1024, watch=watch)
+        outcome = child.wait(timeout_s=cfg.limits.timeout_s, mem_limit_mb=cfg.limits.mem_limit_gb * 1024, watch=watch)
         kinds = {m["type"] for m in outcome.messages}
         status: PrecompileStatus = ("crashed" if outcome.over_limit else "compiled" if "compiled" in kinds
                                     else "compile_error" if "compile_error" in kinds
                                     else "timeout" if outcome.timed_out else "crashed")
-        if cfg.sandbox and status == "compiled":
-            compile_mod.publish(cfg.cache_dir, key, private, staged)
+        if cfg.safety.sandbox and status == "compiled":
+            compile_mod.publish(cfg.transport.cache_dir, key, private, staged)
     finally:
         leftovers.remove_tree(root)
     return {"status": status, "seconds": round(time.monotonic() - start, 3)}
@@ -123,19 +123,19 @@ class Judge:
     def __init__(self, task: Task, config: EvalConfig) -> None:
         self.task = task
         # a task file that did not come from the operator runs its program only inside the sandbox
-        self.sandbox_reference = config.sandbox_reference or task.untrusted
-        if self.sandbox_reference and not config.sandbox:
+        self.sandbox_reference = config.safety.sandbox_reference or task.untrusted
+        if self.sandbox_reference and not config.safety.sandbox:
             raise ConfigError(f"the task {task.name} did not come from you, so its program runs only inside the "
                               "sandbox, which --no-sandbox turned off: evaluate it with the sandbox on")
         if self.sandbox_reference:  # CUDA IPC between two sandboxes failed on an H100 (the candidate could not
-            config = dataclasses.replace(config, cuda_ipc=False)  # open the handles): sets travel as files
+            config = config.replace(cuda_ipc=False)  # open the handles): sets travel as files
         self.cfg = config.resolved()
         assert self.cfg.device is not None and self.cfg.size is not None and self.cfg.spare_workers is not None
         self.spares = self.cfg.spare_workers
-        if self.cfg.sandbox:
+        if self.cfg.safety.sandbox:
             jail.require()  # one sentence saying how to enable it, before anything starts
         # strict fp32 overrides a task's own TF32 opt-in: the user asked for true fp32
-        self.allow_tf32 = not self.cfg.strict_fp32 and (self.cfg.allow_tf32 or bool(task.metadata.get("allow_tf32")))
+        self.allow_tf32 = not self.cfg.safety.strict_fp32 and (self.cfg.safety.allow_tf32 or bool(task.metadata.get("allow_tf32")))
         self.target = build_target(self.cfg.device)  # what candidates build for: their cache key, the baselines'
         # tmpfs when there is one: GPU-sized inputs and outputs cross between processes as files
         shm = "/dev/shm" if _free_gb("/dev/shm") > 16 else None
@@ -175,7 +175,7 @@ class Judge:
                 result = confirm_content_cache(result, self._evaluate(candidate))
             finally:
                 self._unstaged = False
-        if not self.cfg.sandbox:
+        if not self.cfg.safety.sandbox:
             result = dataclasses.replace(result, warnings=(*result.warnings, UNSANDBOXED))
         return result
 
@@ -184,7 +184,7 @@ class Judge:
         base = EvalResult("crashed", "", "static", task=self.task.name, candidate_id=candidate.id,
                           config=cfg.to_dict())
         report = check_source(candidate.source)
-        if not cfg.static_checks:
+        if not cfg.safety.static_checks:
             report = dataclasses.replace(report, rejected=None)
         if report.syntax_error:
             return with_verdict(base, "compile_error", f"the candidate cannot be loaded: {report.syntax_error}", "static")
@@ -232,7 +232,7 @@ class Judge:
         workdir.mkdir(parents=True)
         (workdir.parent / "cache").mkdir()
         worker = Child("warpforge.evaluate.worker", [], env=_child_env(self.cfg), cwd=str(workdir),
-                       output_limit_bytes=self.cfg.output_limit_kb * 1024,
+                       output_limit_bytes=self.cfg.limits.output_limit_kb * 1024,
                        jail=_jail(self.cfg, workdir, workdir.parent / "cache", hidden=(str(self._tmp),)))
         self._workers.append((worker, workdir))
         return worker, workdir
@@ -261,9 +261,9 @@ class Judge:
             device=str(cfg.device), init_seed=self._init_seed, positions=positions, bench_seed=secrets.randbits(31),
             verify_sets=reference.verify_sets,
             poison_bytes=int(min(4 * out_bytes + (64 << 20), 2 << 30 if cfg.device == "cuda" else 256 << 20)),
-            bench_args=_bench_args(cfg), round_args=_round_args(cfg), profile=cfg.profile and cfg.bench,
+            timing=cfg.timing.to_dict(), profile=cfg.profile and cfg.bench,
             kernel_names=list(kernel_names), env=self._cache_env(candidate, workdir.parent / "cache"),
-            share_outputs=cfg.device == "cuda" and cfg.cuda_ipc, strict_fp32=cfg.strict_fp32)
+            share_outputs=cfg.device == "cuda" and cfg.transport.cuda_ipc, strict_fp32=cfg.safety.strict_fp32)
         staged = self._staged
         spec_path = workdir / "spec.json"
         spec_path.write_text(spec.to_json())
@@ -277,9 +277,9 @@ class Judge:
             finally:
                 view.add_seconds("reference_rounds", started)
 
-        view.rounds = (Rounds(cfg.paired_rounds, cfg.timing_bound, reference_round, random.Random(secrets.randbits(31)),
-                              cfg.process_spread or 0.0)
-                       if cfg.bench and cfg.paired_rounds and reference.paired else None)
+        view.rounds = (Rounds(cfg.timing.paired_rounds, cfg.timing.timing_bound, reference_round, random.Random(secrets.randbits(31)),
+                              cfg.timing.process_spread or 0.0)
+                       if cfg.bench and cfg.timing.paired_rounds and reference.paired else None)
 
         def on_message(message: dict[str, Any]) -> Command | None:
             rounds = view.rounds
@@ -316,7 +316,7 @@ class Judge:
         worker.send(str(spec_path))
         view.sent = time.monotonic()
         try:
-            outcome = worker.wait(timeout_s=cfg.timeout_s, mem_limit_mb=mem_limit_mb, on_message=on_message,
+            outcome = worker.wait(timeout_s=cfg.limits.timeout_s, mem_limit_mb=mem_limit_mb, on_message=on_message,
                                   watch=watch)
         finally:
             for child in paused:
@@ -327,8 +327,8 @@ class Judge:
             view.add_seconds("fresh_checks", started)
         result = decide(outcome, view, reference, cfg, base)
         built = any(m["type"] == "compiled" for m in outcome.messages) and not outcome.over_limit
-        if cfg.sandbox and built:  # what a successful build made, nothing else (compile.build_products)
-            compile_mod.publish(cfg.cache_dir, compile_mod.cache_key(candidate.source, self.target),
+        if cfg.safety.sandbox and built:  # what a successful build made, nothing else (compile.build_products)
+            compile_mod.publish(cfg.transport.cache_dir, compile_mod.cache_key(candidate.source, self.target),
                                 workdir.parent / "cache", staged)
         return result
 
@@ -337,8 +337,8 @@ class Judge:
         (fingerprinting its outputs at the candidate's positions between calls, as the candidate does),
         with the budget the candidate's run in the same round has: its first run's, else a round's."""
         assert self._server is not None
-        args = _bench_args(self.cfg) if first else _round_args(self.cfg)
-        self._server.send(protocol.request_json(TimeRound(secrets.randbits(31), args, positions)))
+        self._server.send(protocol.request_json(TimeRound(secrets.randbits(31), self.cfg.timing.to_dict(), first,
+                                                          positions)))
         timed = protocol.first(self._server_round("timed"), Timed)
         if timed is None:
             raise HarnessError(f"the reference process for {self.task.name} sent a malformed 'timed' message")
@@ -362,10 +362,10 @@ class Judge:
     def _cache_env(self, candidate: Candidate, private: Path) -> dict[str, str]:
         """Where the candidate's toolchains cache their builds: a private copy of its own entry when
         sandboxed, the shared cache when not."""
-        if not self.cfg.sandbox:
-            return compile_mod.cache_env(self.cfg.cache_dir, candidate.source, self.target)
+        if not self.cfg.safety.sandbox:
+            return compile_mod.cache_env(self.cfg.transport.cache_dir, candidate.source, self.target)
         self._staged = {} if self._unstaged else \
-            compile_mod.stage(self.cfg.cache_dir, compile_mod.cache_key(candidate.source, self.target), private)
+            compile_mod.stage(self.cfg.transport.cache_dir, compile_mod.cache_key(candidate.source, self.target), private)
         return compile_mod.private_env(jail.CACHE_MOUNT, self.target)
 
     def _compare(self, files: list[str], reference: Reference,
@@ -395,12 +395,12 @@ class Judge:
         cfg = self.cfg
         spec = ReferenceSpec(
             task_path=str(self.task.path), sizes=self.task.sizes(cfg.size or ""), device=str(cfg.device),
-            init_seed=self._init_seed, allow_tf32=self.allow_tf32, compile_baseline=cfg.compile_baseline,
-            bench_args=_bench_args(cfg), task_hash=self.task.source_hash,
-            baseline_cache_dir=str(Path(cfg.cache_dir) / "baselines" / str(self.target)) if cfg.reuse_baselines else "",
+            init_seed=self._init_seed, allow_tf32=self.allow_tf32, compile_baseline=cfg.timing.compile_baseline,
+            timing=cfg.timing.to_dict(), task_hash=self.task.source_hash,
+            baseline_cache_dir=str(Path(cfg.transport.cache_dir) / "baselines" / str(self.target)) if cfg.timing.reuse_baselines else "",
             # a task with no CPU preset (KernelBench's files carry their GPU sizes only) is scaled down
             fit_bytes=CPU_BYTES if cfg.size == "cpu" and "cpu" not in (self.task.metadata.get("sizes") or {}) else 0,
-            strict_fp32=cfg.strict_fp32)
+            strict_fp32=cfg.safety.strict_fp32)
         spec_path = self._tmp / "reference_spec.json"
         reference_jail = None
         if self.sandbox_reference:  # a task from elsewhere: a copy of its file, no host caches, no home
@@ -415,7 +415,7 @@ class Judge:
         spec_path.write_text(spec.to_json())
         self._server_started = time.monotonic()
         self._server = Child("warpforge.evaluate.reference", [str(spec_path)], env=env,
-                             output_limit_bytes=cfg.output_limit_kb * 1024, jail=reference_jail)
+                             output_limit_bytes=cfg.limits.output_limit_kb * 1024, jail=reference_jail)
         loaded = protocol.first(self._server_round("loaded"), Loaded)
         if loaded is None:
             raise HarnessError(f"the reference process for {self.task.name} sent a malformed 'loaded' message")
@@ -427,7 +427,7 @@ class Judge:
         assert server is not None
         first = len(server.outcome.messages)
         limit_mb = reference_memory_mb(self.cfg)
-        outcome = server.wait(timeout_s=self.cfg.reference_timeout_s, mem_limit_mb=limit_mb, on_message=on_message,
+        outcome = server.wait(timeout_s=self.cfg.limits.reference_timeout_s, mem_limit_mb=limit_mb, on_message=on_message,
                               until=until)
         messages = outcome.messages[first:]
         if messages and messages[-1]["type"] == until:
@@ -436,7 +436,7 @@ class Judge:
         failed = protocol.first(messages, TaskFailed)
         if failed is not None:
             raise TaskError(failed.message)
-        why = f"timed out after {self.cfg.reference_timeout_s:g} s" if outcome.timed_out else \
+        why = f"timed out after {self.cfg.limits.reference_timeout_s:g} s" if outcome.timed_out else \
             f"used more than the {limit_mb / 1024:.0f} GB of host memory it may" if outcome.out_of_memory else \
             "was killed by SIGKILL, not by warpforge (most likely the system's out-of-memory killer: the machine's " \
             "host memory ran out)" if outcome.returncode == -9 else f"exited with {outcome.returncode}"
@@ -452,11 +452,11 @@ class Judge:
         cfg = self.cfg
         started = time.monotonic()
         time_baselines = bool(cfg.bench) and self._baselines is None
-        seeds = [secrets.randbits(31) for _ in range(cfg.trials + (cfg.unseen_bench_sets if cfg.bench else 0))]
+        seeds = [secrets.randbits(31) for _ in range(cfg.trials + (cfg.timing.unseen_bench_sets if cfg.bench else 0))]
         # the trials, then input sets used only by timed calls (never seen during verification)
         request = Draw(inputs_path=str(workdir / "inputs.pt"), trial_seeds=seeds, verify_sets=cfg.trials,
                        sets_budget_bytes=self._sets_budget(), time_baselines=time_baselines,
-                       share_inputs=cfg.device == "cuda" and cfg.cuda_ipc)
+                       share_inputs=cfg.device == "cuda" and cfg.transport.cuda_ipc)
 
         paused: list[Child] = []
 
@@ -498,16 +498,16 @@ class Judge:
         unpaired = pair_memory_note(sets, int(data.input_bytes),
                                     sum(n * d.itemsize for n, d in zip(numels, dtypes)),
                                     self._loaded.hardware.get("gpu_memory_gb")) \
-            if cfg.device == "cuda" and cfg.bench and cfg.paired_rounds else None
+            if cfg.device == "cuda" and cfg.bench and cfg.timing.paired_rounds else None
         return Reference(numels, sets, dtypes, tolerances, self._loaded, dict(self._baselines or {}),
                          [*self._baseline_notes, *data.notes, *degenerate, *([unpaired] if unpaired else [])],
                          seconds, int(data.verify_sets), paired=unpaired is None,
                          parts={str(k): float(v) for k, v in data.seconds.items()})
 
     def _sets_budget(self) -> int | None:
-        """Bytes the reference's input sets and float64 outputs may take (config.sets_memory_gb)."""
-        if self.cfg.sets_memory_gb is not None:
-            return int(self.cfg.sets_memory_gb * 2**30)
+        """Bytes the reference's input sets and float64 outputs may take (config.limits.sets_memory_gb)."""
+        if self.cfg.limits.sets_memory_gb is not None:
+            return int(self.cfg.limits.sets_memory_gb * 2**30)
         total = self._loaded.hardware.get("gpu_memory_gb") if self.cfg.device == "cuda" else None
         return int(0.3 * float(total) * 2**30) if total else None
 
@@ -531,7 +531,7 @@ def reference_memory_mb(cfg: EvalConfig) -> float:
         machine_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
     except (ValueError, OSError, AttributeError):
         machine_mb = 0.0
-    return max(max(cfg.mem_limit_gb, 8) * 1024 * 4, machine_mb / 2)
+    return max(max(cfg.limits.mem_limit_gb, 8) * 1024 * 4, machine_mb / 2)
 
 
 HOST_MEMORY_HINT = (" (hint: the task's input sets and their float64 outputs did not fit this machine's memory; "
@@ -555,7 +555,7 @@ def candidate_memory_mb(cfg: EvalConfig, workdir: Path) -> float:
         inputs = (workdir / "inputs.pt").stat().st_size
     except OSError:
         inputs = 0
-    return cfg.mem_limit_gb * 1024 + 2 * inputs / 2**20
+    return cfg.limits.mem_limit_gb * 1024 + 2 * inputs / 2**20
 
 
 OUT_OF_GPU_MEMORY = (" -- out of GPU memory: the task's input sets, their float64 outputs and two timing processes "
@@ -575,21 +575,9 @@ def _free_gb(path: str) -> float:
     return st.f_bavail * st.f_frsize / 2**30 if os.access(path, os.W_OK) else 0.0
 
 
-def _bench_args(cfg: EvalConfig) -> dict[str, Any]:
-    return {"warmup_ms": cfg.warmup_ms, "rep_ms": cfg.rep_ms, "min_reps": cfg.min_reps, "max_reps": cfg.max_reps,
-            "mode": cfg.mode, "gap_ms": list(cfg.server_gap_ms), "sync_floor": cfg.sync_floor}
-
-
-def _round_args(cfg: EvalConfig) -> dict[str, Any]:
-    """Timing budgets of a paired round after the first: the program is warm, and the rounds
-    together give the samples (half the repetition budget each, five calls at least)."""
-    return {**_bench_args(cfg), "warmup_ms": min(cfg.warmup_ms, 5.0), "rep_ms": cfg.rep_ms / 2,
-            "min_reps": max(5, cfg.min_reps // 2)}
-
-
 def _folder_limit(cfg: EvalConfig, folders: list[Path], outputs_bytes: int = 0) -> leftovers.FolderLimit:
     """What watches a candidate's folders while it runs (from now: what they hold is the harness's)."""
-    return leftovers.FolderLimit(folders, int(cfg.work_limit_gb * 2**30), outputs_bytes,
+    return leftovers.FolderLimit(folders, int(cfg.limits.work_limit_gb * 2**30), outputs_bytes,
                                  "EvalConfig.work_limit_gb or $WARPFORGE_WORK_LIMIT_GB raises the limit")
 
 
@@ -597,10 +585,10 @@ def _jail(cfg: EvalConfig, workdir: Path, cache: Path | None, hidden: tuple[str,
     """The sandbox of a candidate process (None with --no-sandbox), or of an untrusted task's
     reference process: its work folder and private compile cache (if any) writable, the shared
     caches hidden, /tmp and /dev/shm capped at its memory limit."""
-    if not cfg.sandbox:
+    if not cfg.safety.sandbox:
         return None
-    return jail.Jail(str(workdir), cache=str(cache or ""), hidden=(os.path.realpath(cfg.cache_dir), *hidden),
-                     tmp_bytes=int(min(cfg.mem_limit_gb, 4) * 2**30))
+    return jail.Jail(str(workdir), cache=str(cache or ""), hidden=(os.path.realpath(cfg.transport.cache_dir), *hidden),
+                     tmp_bytes=int(min(cfg.limits.mem_limit_gb, 4) * 2**30))
 
 
 # glibc's malloc on the CPU, the same fixed settings in the reference and the candidate process.

@@ -26,8 +26,8 @@ Method (after triton.testing.do_bench, hardened for adversarial code):
 - server mode sleeps a random 1-20 ms before each call (cold clocks and caches, as in
   CUDA-L2's server mode); offline mode runs calls back to back;
 - device time and host latency (wall clock around the call and the sync) are kept apart;
-  the median, IQR and raw samples are returned as a `Measurement`.
-Three parts: `Budget` (how long), `_Timer` (one call's window on a device) and `ProbeSchedule`
+  the median, IQR and raw samples are returned as a `candidate.Timing`, the one timing record.
+Three parts: the caller's `config.TimingBudget` (how long), `_Timer` (one call's window on a device) and `ProbeSchedule`
 (which input set each timed call gets, for the content-cache probe, and which calls get fresh
 content); `time_calls` runs them.
 """
@@ -45,6 +45,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+
+from warpforge.candidate import Timing
+from warpforge.config import TimingBudget
 
 _perf_counter = time.perf_counter
 _sleep = time.sleep
@@ -145,57 +148,11 @@ def matched_round_trip(wait_ms: float, cycles_per_ms: float) -> float:
     return mark.elapsed_time(end)
 
 
-@dataclasses.dataclass(frozen=True)
-class Budget:
-    """How a timing run spends its time: `time_calls`'s keyword arguments, checked (an unknown
-    name is a TypeError, as a misspelt keyword is)."""
-
-    warmup_ms: float = 25.0
-    rep_ms: float = 100.0
-    min_reps: int = 10
-    max_reps: int = 300
-    mode: str = "offline"
-    """offline: calls back to back; server: a random idle gap (`gap_ms`) before each call."""
-    gap_ms: tuple[float, float] = (1.0, 20.0)
-    sync_floor: str = "matched"
-    """What an untrusted call's sync round trip is taken to be (see time_calls)."""
-
-    def __post_init__(self) -> None:
-        if self.sync_floor not in ("matched", "idle"):
-            raise ValueError(f"sync_floor must be 'matched' or 'idle', not {self.sync_floor!r}")
-
-
-@dataclasses.dataclass(frozen=True)
-class Measurement:
-    """One timing run: device-time statistics over its timed calls (ms), the host's latency, and
-    where they apply the CUDA sync figures and the content-cache probe's two numbers.
-    `to_dict()` is how it crosses a process boundary (candidate.Timing.from_dict reads it)."""
-
-    median_ms: float
-    iqr_ms: float
-    min_ms: float
-    mean_ms: float
-    n: int
-    host_median_ms: float
-    samples_ms: list[float]
-    tail_median_ms: float | None = None
-    """CUDA, untrusted calls: the median time from the caller's stream's end to the end event."""
-    sync_floor_ms: float | None = None
-    """... and the median round trip taken off each call."""
-    first_seen_min_ms: float | None = None
-    """The fastest call on an input set first seen in the timed loop (ProbeSchedule)."""
-    repeat_median_ms: float | None = None
-    """The median of the calls next to those, on sets seen before."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
-
-
-def summarize(device_ms: list[float], host_ms: list[float]) -> Measurement:
+def summarize(device_ms: list[float], host_ms: list[float]) -> Timing:
     q = statistics.quantiles(device_ms, n=4) if len(device_ms) >= 2 else [device_ms[0]] * 3
-    return Measurement(median_ms=statistics.median(device_ms), iqr_ms=q[2] - q[0], min_ms=min(device_ms),
-                       mean_ms=statistics.fmean(device_ms), n=len(device_ms), host_median_ms=statistics.median(host_ms),
-                       samples_ms=device_ms)
+    return Timing(median_ms=statistics.median(device_ms), iqr_ms=q[2] - q[0], min_ms=min(device_ms),
+                  mean_ms=statistics.fmean(device_ms), n=len(device_ms), host_median_ms=statistics.median(host_ms),
+                  samples_ms=tuple(device_ms))
 
 
 # Of the timed calls after the probe's schedule, the share on fresh content (counted); the rest
@@ -272,7 +229,7 @@ class _Timer:
     flush, the spin that hides the launch, the device-wide synchronize and the sync round trip
     taken off it (CUDA), or a monotonic clock (CPU)."""
 
-    def __init__(self, device: str, budget: Budget, rng: random.Random, trusted_stream: bool) -> None:
+    def __init__(self, device: str, budget: TimingBudget, rng: random.Random, trusted_stream: bool) -> None:
         self.device, self.budget, self.rng, self.trusted = device, budget, rng, trusted_stream
         self.flush = L2Flusher(device)
         self.cycles_per_ms = _spin_rate() if device == "cuda" else 0.0
@@ -283,7 +240,7 @@ class _Timer:
     def time(self, call: Callable[[list[Any]], Any], args: list[Any]) -> tuple[_Window, Any]:
         self.flush()
         if self.budget.mode == "server":
-            _sleep(self.rng.uniform(*self.budget.gap_ms) / 1000)
+            _sleep(self.rng.uniform(*self.budget.server_gap_ms) / 1000)
         if self.device != "cuda":
             h0 = _perf_counter()
             out = call(args)
@@ -355,9 +312,12 @@ def time_calls(
     unseen_sets: int = 0,
     trusted_stream: bool = False,
     fresh: Callable[[int], list[Any]] | None = None,
-    **budget: Any,
-) -> Measurement:
-    """Time `call(prepare(i))` over rotating input sets; `budget` is `Budget`'s fields.
+    budget: TimingBudget | None = None,
+    **fields: Any,
+) -> Timing:
+    """Time `call(prepare(i))` over rotating input sets with `budget` (an EvalConfig's timing
+    group, as the evaluator's processes and the GEMM tuner pass it; default TimingBudget()), any
+    of its fields given as keywords on top (`time_calls(..., rep_ms=30)`).
 
     `after_call(set_index, args, output, fresh)` runs outside the timed window (the evaluator checks
     and fingerprints the outputs of timed calls there). The warm-up call count is randomised so a candidate cannot
@@ -377,12 +337,12 @@ def time_calls(
     candidate under evaluation is never timed this way, since it could hide work on another stream.
 
     Otherwise a call's time is its stream's time plus whatever the device-wide synchronize waited
-    beyond its own round trip (work left on other streams). `Budget.sync_floor` says what that round
+    beyond its own round trip (work left on other streams). `TimingBudget.sync_floor` says what that round
     trip is taken to be: "matched" (default), a clean round trip after a wait as long as the call,
     measured right after each call (`matched_round_trip`; at most SYNC_FLOOR_CAP_MS plus 1 % of
     the call); "idle", one round trip per timing run with nothing pending (`sync_floor`).
     """
-    plan = Budget(**budget)
+    plan = dataclasses.replace(budget or TimingBudget(), **fields)
     # Python's cyclic garbage collector off while timing, as timeit does: a collection landing
     # inside a timed call adds its pause to that call, and how often one lands depends on how
     # much the process allocates between calls (the candidate's checks allocate more than the
@@ -399,8 +359,8 @@ def time_calls(
 
 
 def _time_calls(call: Callable[[list[Any]], Any], prepare: Callable[[int], list[Any]], n_sets: int, device: str,
-                plan: Budget, after_call: Callable[[int, list[Any], Any, bool], None] | None, rng: random.Random,
-                unseen_sets: int, trusted_stream: bool, fresh: Callable[[int], list[Any]] | None) -> Measurement:
+                plan: TimingBudget, after_call: Callable[[int, list[Any], Any, bool], None] | None, rng: random.Random,
+                unseen_sets: int, trusted_stream: bool, fresh: Callable[[int], list[Any]] | None) -> Timing:
     timer = _Timer(device, plan, rng, trusted_stream)
     keep_alive: deque[list[Any]] = deque(maxlen=max(2 * n_sets, 4))
     keep_cap = _keep_alive_cap(device)

@@ -332,7 +332,8 @@ class ReferenceSpec:
     allow_tf32: bool
     compile_baseline: bool | None
     """Time torch.compile too (None: the config's default, off)."""
-    bench_args: dict[str, Any]
+    timing: dict[str, Any]
+    """The parent's EvalConfig.timing (config.TimingBudget.to_dict): what the baselines are timed with."""
     task_hash: str
     baseline_cache_dir: str = ""
     fit_bytes: int = 0
@@ -382,7 +383,10 @@ class TimeRound:
 
     op: ClassVar[str] = "time"
     seed: int
-    bench_args: dict[str, Any]
+    timing: dict[str, Any]
+    """The parent's EvalConfig.timing, as the candidate's process has it (config.TimingBudget)."""
+    first: bool
+    """The candidate's first run is timed with `timing` itself; later rounds with its warm_round()."""
     positions: list[list[int]]
 
 
@@ -450,10 +454,9 @@ class CandidateSpec:
     verify_sets: int = 0
     """The first sets are checked (verification); the rest only timed calls see."""
     poison_bytes: int = 0
-    bench_args: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """bench.time_calls's budgets for the first round."""
-    round_args: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """... and for each paired round after it."""
+    timing: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The parent's EvalConfig.timing (config.TimingBudget.to_dict), the same the reference's process
+    gets: the first run is timed with it, each paired round after it with its warm_round()."""
     profile: bool = False
     kernel_names: list[str] = dataclasses.field(default_factory=list)
     """The candidate's own kernel names, to tell its kernels from the library's in the profile."""

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from warpforge.config import TimingBudget
 from warpforge.errors import TaskError, WarpforgeError
 from warpforge.evaluate import state as module_state
 from warpforge.evaluate import bench, hardware, precision, shared
@@ -465,7 +466,8 @@ def _baseline_cache(spec: ReferenceSpec, hw: dict[str, Any]) -> Path | None:
     if not spec.baseline_cache_dir:
         return None
     fields = dataclasses.asdict(spec)
-    key = {k: fields[k] for k in ("task_hash", "sizes", "device", "allow_tf32", "bench_args", "compile_baseline")}
+    key = {k: fields[k] for k in ("task_hash", "sizes", "device", "allow_tf32", "compile_baseline")}
+    key["bench_args"] = TimingBudget.from_dict(spec.timing).calls()  # (only what paces the calls decides a timing)
     if spec.fit_bytes:  # (absent otherwise, so the keys of tasks with presets stay as they were)
         key["fit_bytes"] = spec.fit_bytes
     if spec.strict_fp32:  # (likewise)
@@ -508,7 +510,7 @@ def _measure_baselines(send: Callable[[Baseline | BaselineFailed], None], model:
     def timed(fn: Any) -> dict[str, Any]:
         with torch.no_grad():
             return bench.time_calls(lambda args: fn(*args), prepare, len(sets), device, fresh=fresh,
-                                    **spec.bench_args).to_dict()
+                                    budget=TimingBudget.from_dict(spec.timing)).to_dict()
 
     send(Baseline("eager", timed(model)))
     if spec.compile_baseline:
@@ -562,9 +564,11 @@ def _time_round(model: torch.nn.Module, pristine: list[module_state.Saved], inpu
         [fingerprint(o, p) for o, p in zip(outs, positions) if isinstance(o, torch.Tensor)]
         inputs_changed(again(i) if new_content else sets[i], args)  # the work between calls matters, not the answer
 
+    budget = TimingBudget.from_dict(request.timing)  # as the candidate's run in the same round: its first, or warm
     with torch.no_grad():
         timing = bench.time_calls(lambda args: model(*args), prepare, len(sets), device, after_call=after_call,
-                                  rng=random.Random(request.seed), fresh=fresh, **request.bench_args)
+                                  rng=random.Random(request.seed), fresh=fresh,
+                                  budget=budget if request.first else budget.warm_round())
     sets.clear()  # the round's device copies go now (the closures above still name the list)
     if device == "cuda":
         torch.cuda.empty_cache()

@@ -138,9 +138,9 @@ def decide(outcome: ChildOutcome, view: ParentView, reference: Reference, cfg: E
     if evidence.rejected is not None:
         return with_verdict(common, "rejected", f"rejected: {evidence.rejected}", stage)
     if outcome.timed_out:
-        return with_verdict(common, "timeout", f"killed after {cfg.timeout_s:g} s during the {stage} stage", stage)
+        return with_verdict(common, "timeout", f"killed after {cfg.limits.timeout_s:g} s during the {stage} stage", stage)
     if outcome.out_of_memory:
-        return with_verdict(common, "crashed", f"killed during the {stage} stage for using more than {cfg.mem_limit_gb:g} GB of "
+        return with_verdict(common, "crashed", f"killed during the {stage} stage for using more than {cfg.limits.mem_limit_gb:g} GB of "
                           "host memory", stage)
     if outcome.over_limit:
         return with_verdict(common, "crashed", f"killed during the {stage} stage: {outcome.over_limit}", stage)
@@ -249,17 +249,17 @@ def _with_pairs(common: EvalResult, paired: Rounds, candidate_rounds: list[dict[
         speedup, (low, high) = metrics.paired_speedup(ref_ms, cand_ms)
     except ValueError:  # no round with two positive times (a malformed report): the unpaired timing stands
         return common
-    spread = cfg.process_spread or 0.0  # resolved by the Judge: never None here
-    unstable = paired_unstable(low, high, cfg.timing_bound, spread)
+    spread = cfg.timing.process_spread or 0.0  # resolved by the Judge: never None here
+    unstable = paired_unstable(low, high, cfg.timing.timing_bound, spread)
     record = {"rounds": n, "reference_ms": ref_ms, "candidate_ms": cand_ms, "reference_first": paired.reference_first[:n],
               "speedup": speedup, "rounds_interval": [low, high], "process_spread": spread,
-              "interval": [low / (1 + spread), high * (1 + spread)], "bound": cfg.timing_bound, "unstable": unstable,
+              "interval": [low / (1 + spread), high * (1 + spread)], "bound": cfg.timing.timing_bound, "unstable": unstable,
               "reference_tail_ms": [t.get("tail_median_ms") for t in paired.reference[:n]],
               "candidate_tail_ms": [t.get("tail_median_ms") for t in candidate_rounds[:n]]}
     warnings = list(common.warnings)
     if unstable:
         warnings.append(f"timing_unstable: the paired speedup's interval {low:.3g}-{high:.3g}x straddles 1 and stayed "
-                        f"wider than {cfg.timing_bound:.0%} after {n} rounds: within noise, neither faster nor slower")
+                        f"wider than {cfg.timing.timing_bound:.0%} after {n} rounds: within noise, neither faster nor slower")
     return dataclasses.replace(common, reference=_pooled(paired.reference[:n]), candidate=_pooled(candidate_rounds[:n]),
                                paired=record, warnings=tuple(warnings))
 
@@ -318,7 +318,7 @@ def _roofline(reference: Reference, timing: Timing, cfg: EvalConfig) -> dict[str
         return info
     dtype = str(reference.dtypes[0]).removeprefix("torch.") if reference.dtypes else "float32"
     try:
-        peak_flops = metrics.peak_flops_for_dtype(peaks, dtype, allow_tf32=cfg.allow_tf32)
+        peak_flops = metrics.peak_flops_for_dtype(peaks, dtype, allow_tf32=cfg.safety.allow_tf32)
     except ValueError:
         peak_flops = None
     floor = metrics.roofline_ms(flops, nbytes, peak_flops, peaks.get("bytes_per_s"))

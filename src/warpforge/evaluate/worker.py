@@ -27,6 +27,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from warpforge import languages
+from warpforge.config import TimingBudget
 from warpforge.errors import CandidateFault, MisshapenOutputs, Rejected
 from warpforge.evaluate import bench, debug, inputs as inputs_mod, precision, sandbox, shared, state
 from warpforge.evaluate.guard import Guard
@@ -115,6 +116,8 @@ def main() -> None:
     Path(spec_path).unlink()  # the candidate must not read the fingerprint positions or seeds
     os.environ.update(spec.env)  # this candidate's compile caches (the process started before it was known)
     precision.apply(spec.strict_fp32)  # as the reference's process, before any candidate code
+    first = TimingBudget.from_dict(spec.timing)  # the parent's EvalConfig.timing; made before any candidate code
+    budgets = (first, first.warm_round())  # the first timed run's budget, then each paired round's
     guard = Guard([bench, inputs_mod, sandbox, shared, protocol, sys.modules[__name__], *protocol.MESSAGES.values(),
                    StageCall])
     check = guard.check  # bound now: replacing Guard.check on the class later does not reach this
@@ -127,11 +130,11 @@ def main() -> None:
     if spec.compile_only:  # a compile-pool job: the import filled the compile cache, nothing runs
         channel.post(Compiled(imported.seconds))
         return
-    channel.post(_stages(channel, imported, spec, check, threads_before))
+    channel.post(_stages(channel, imported, spec, check, threads_before, budgets))
 
 
 def _stages(channel: sandbox.Channel, imported: StageCall, spec: CandidateSpec, check: Callable[[], str | None],
-            threads_before: set[threading.Thread]) -> protocol.Message:
+            threads_before: set[threading.Thread], budgets: tuple[TimingBudget, TimingBudget]) -> protocol.Message:
     """The candidate's stages after its import: build the model (still "compile"), verify,
     bench, profile. Returns the message that ends the process's work."""
     device = spec.device
@@ -170,7 +173,7 @@ def _stages(channel: sandbox.Channel, imported: StageCall, spec: CandidateSpec, 
     if answer is not protocol.Command.BENCH:
         return Done()
     timed = _stage(channel, "bench", lambda: _bench(channel, model, saved, data["trials"], spec, device, check,
-                                                    threads_before, earlier, in_place, expected,
+                                                    threads_before, earlier, budgets, in_place, expected,
                                                     data.get("set_partners")))
     if timed.error is not None:
         return timed.ending(spec.candidate_path)
@@ -447,8 +450,8 @@ def _weak_refs(outputs: list[list[_Tensor]]) -> dict[int, StorageWeakRef]:
 
 def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.Saved], trials: list[list[Any]],
            spec: CandidateSpec, device: str, check: Callable[[], str | None], threads_before: set[threading.Thread],
-           earlier: dict[int, StorageWeakRef], in_place: bool = False, expected: Any = None,
-           partners: list[list[int]] | None = None) -> None:
+           earlier: dict[int, StorageWeakRef], budgets: tuple[TimingBudget, TimingBudget], in_place: bool = False,
+           expected: Any = None, partners: list[list[int]] | None = None) -> None:
     positions = [torch.tensor(p, dtype=torch.long) for p in spec.positions]
     least = _least(positions)
     # shared sets are this process's own copies on the GPU already; file sets are copied there
@@ -508,7 +511,7 @@ def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.S
     with torch.no_grad():
         timing = bench.time_calls(_timed_forward, prepare, len(sets), device, rng=rng,
                                   unseen_sets=len(sets) - spec.verify_sets, after_call=after_call,
-                                  fresh=fresh if new_content else None, **spec.bench_args)
+                                  fresh=fresh if new_content else None, budget=budgets[0])
     grown = (len(os.listdir("/proc/self/task")) - native_threads) if native_threads else 0
     channel.post(FirstRound(timing.to_dict(), prints, grown))
     # paired timing: further rounds while the parent asks, each checked like the first
@@ -516,7 +519,7 @@ def _bench(channel: sandbox.Channel, model: torch.nn.Module, saved: list[state.S
         prints.clear()
         with torch.no_grad():
             timing = bench.time_calls(_timed_forward, prepare, len(sets), device, rng=rng, after_call=after_call,
-                                      fresh=fresh if new_content else None, **(spec.round_args or spec.bench_args))
+                                      fresh=fresh if new_content else None, budget=budgets[1])
         channel.post(Round(timing.to_dict(), prints))
 
 

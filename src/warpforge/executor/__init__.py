@@ -33,12 +33,12 @@ from warpforge.candidate import Precompiled
 from warpforge.config import EvalConfig
 from warpforge.errors import UsageError
 from warpforge.executor.compile_pool import Compiler, default_compile_workers, needs_build
-from warpforge.executor.workers import (EvalWorker, Job, LocalSlot, RaySlot, Slot, WorkerLost, config_from_dict,
+from warpforge.executor.workers import (EvalWorker, Job, LocalSlot, RaySlot, Slot, WorkerLost,
                                         local_slots, ray_slots)
 from warpforge.target import Target
 
 __all__ = ["EXECUTORS", "Compiler", "EvalPool", "EvalWorker", "Job", "LocalSlot", "RaySlot", "Slot", "TaskQueue", "WorkerLost",
-           "config_from_dict", "default_compile_workers", "evaluate_batch", "local_slots", "ray_slots", "run_jobs"]
+           "default_compile_workers", "evaluate_batch", "local_slots", "ray_slots", "run_jobs"]
 
 EXECUTORS = ("local", "ray")
 

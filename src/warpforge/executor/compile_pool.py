@@ -11,7 +11,6 @@ from typing import Any
 
 from warpforge.candidate import Precompiled
 from warpforge.config import EvalConfig
-from warpforge.executor.workers import config_from_dict
 from warpforge.languages import needs_build
 from warpforge.target import Target
 
@@ -21,13 +20,13 @@ __all__ = ["Compiler", "default_compile_workers", "needs_build"]
 def _precompile_job(source: str, config: dict[str, Any], target: Target) -> Precompiled:
     from warpforge.evaluate import precompile
 
-    return precompile(source, config_from_dict(config), target)
+    return precompile(source, EvalConfig.from_dict(config), target)
 
 
 class Compiler:
     """The compile pool: builds candidates' extensions on CPUs (a thread each driving a sandboxed
     compile child, or Ray tasks with num_cpus=1) while the GPU workers time other candidates.
-    The builds land in the shared compile cache (config.cache_dir: give Ray nodes a shared
+    The builds land in the shared compile cache (config.transport.cache_dir: give Ray nodes a shared
     directory), so the GPU worker's own import of the candidate finds them warm."""
 
     def __init__(self, config: EvalConfig, target: Target, workers: int, executor: str = "local") -> None:

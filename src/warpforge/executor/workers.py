@@ -41,13 +41,6 @@ TMP_ROOT_ENV = "WARPFORGE_TMP_ROOT"
 """The folder under which a local worker's Judges make their temporary folders."""
 
 
-def config_from_dict(d: dict[str, Any]) -> EvalConfig:
-    d = dict(d)
-    if isinstance(d.get("server_gap_ms"), list):
-        d["server_gap_ms"] = tuple(d["server_gap_ms"])
-    return EvalConfig(**d)
-
-
 class EvalWorker:
     """Evaluates jobs in this process through a `LocalEvaluator` (evaluator.py), which keeps a
     Judge for each of the last `judges` tasks (jobs of several tasks interleave, e.g. when the
@@ -57,7 +50,7 @@ class EvalWorker:
     def __init__(self, config: dict[str, Any], recycle_after: int = 50, name: str = "",
                  env: dict[str, str] | None = None, judges: int = 4) -> None:
         os.environ.update(env or {})  # e.g. the pool's TORCH_CUDA_ARCH_LIST, before any Judge starts a child
-        self.config = config_from_dict(config)
+        self.config = EvalConfig.from_dict(config)
         self.name = name or f"pid{os.getpid()}"
         self.evaluator = LocalEvaluator(self.config, judges, recycle_after)
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from warpforge.config import TimingBudget
 from warpforge.evaluate.bench import heap_frozen
 from warpforge.evaluate.hardware import fingerprint
 from warpforge.gemm import choices, dispatch, families
@@ -50,9 +51,9 @@ class BenchSettings:
     lt_variants: int = 2
     compile_shapes: int = 0
     seed: int = 1
-    final: dict[str, Any] = field(default_factory=lambda: dict(FINAL))
-    screen: dict[str, Any] = field(default_factory=lambda: dict(SCREEN))
-    server: dict[str, Any] = field(default_factory=lambda: dict(warmup_ms=5.0, rep_ms=60.0, min_reps=8, max_reps=40))
+    final: TimingBudget = FINAL
+    screen: TimingBudget = SCREEN
+    server: TimingBudget = TimingBudget(warmup_ms=5.0, rep_ms=60.0, min_reps=8, max_reps=40)
 
 
 def results_path(out_dir: Path, gpu: str, set_name: str, mode: str, date: str, online: bool = False) -> Path:
@@ -203,7 +204,7 @@ def bench(shapes: list[GemmShape], set_name: str, layout: str, device: str, out_
             "table": table.path if table else None,
             "method": {"timing": "warpforge.evaluate.bench.time_calls", "mode": mode, "l2": "read-flush before each call",
                        "statistic": "median device time between CUDA events", "data": "fresh normal random operands",
-                       "budget": settings.final if mode == "offline" else settings.server,
+                       "budget": (settings.final if mode == "offline" else settings.server).calls(),
                        "when_choice_is_torch": "warpforge_ms = torch_ms (the dispatcher runs the same kernel)",
                        "unmeasured_shapes": ("tuned on first use with torch.matmul, cuBLASLt and the nearest tuned "
                                              "shape's kernel (WARPFORGE_GEMM_ONLINE)" if online else

@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from warpforge import metrics
+from warpforge.config import TimingBudget
 from warpforge.errors import UsageError
 from warpforge.evaluate.bench import heap_frozen, summarize, time_calls
 from warpforge.gemm import choices, families
@@ -49,11 +50,11 @@ from warpforge.gemm.family import GemmFamily, Problem
 from warpforge.gemm.file_choice import choice_for
 from warpforge.gemm.shapes import GemmShape, gpu_slug
 
-SCREEN = dict(warmup_ms=5.0, rep_ms=15.0, min_reps=5, max_reps=60)
+SCREEN = TimingBudget(warmup_ms=5.0, rep_ms=15.0, min_reps=5, max_reps=60)
 # a first look at each of our kernels: one clearly out of the running (slower than
 # `drop_slower_than` times the best baseline here) is not screened further
-PRESCREEN = dict(warmup_ms=1.0, rep_ms=3.0, min_reps=3, max_reps=10)
-FINAL = dict(warmup_ms=25.0, rep_ms=100.0, min_reps=10, max_reps=300)
+PRESCREEN = TimingBudget(warmup_ms=1.0, rep_ms=3.0, min_reps=3, max_reps=10)
+FINAL = TimingBudget()  # the evaluator's own default budget (EvalConfig().timing): 25 ms warm-up, 100 ms of calls
 # the default families (families.searched() lists every one); cutlass (CUTLASS sm90 wgmma + TMA
 # kernels) is asked for by name: measured on 32 sampled shapes only so far, and each configuration
 # is a minute of nvcc (docs/gemm.md)
@@ -76,10 +77,10 @@ class TuneSettings:
     finalists: int = 3
     max_configs: int = 24
     seed: int = 0
-    screen: dict[str, Any] = field(default_factory=lambda: dict(SCREEN))
-    prescreen: dict[str, Any] | None = field(default_factory=lambda: dict(PRESCREEN))
+    screen: TimingBudget = SCREEN
+    prescreen: TimingBudget | None = PRESCREEN
     """our kernels' first look (None: screen every one in full)"""
-    final: dict[str, Any] = field(default_factory=lambda: dict(FINAL))
+    final: TimingBudget = FINAL
     drop_slower_than: float = 1.5
     """screened choices slower than this multiple of the best screened baseline are not re-timed"""
 
@@ -122,23 +123,22 @@ class ShapeBench:
             worst = max(worst, choices.rel_error(fn(a, b), ref))
         return worst
 
-    def time(self, fn: choices.GemmFn, budget: dict[str, Any], mode: str = "offline",
+    def time(self, fn: choices.GemmFn, budget: TimingBudget, mode: str = "offline",
              rng: random.Random | None = None) -> dict[str, Any]:
         # every choice runs on the current stream (our kernels, cuBLAS, cuBLASLt, Inductor's), so
         # the end event goes on that stream: device time without the host's sync round trip
         stats = time_calls(lambda args: fn(args[0], args[1]), lambda i: list(self.sets[i % len(self.sets)]),
-                           len(self.sets), self.device, mode=mode, rng=rng, trusted_stream=True, **budget)
+                           len(self.sets), self.device, mode=mode, rng=rng, trusted_stream=True, budget=budget)
         return {"ms": stats.median_ms, "iqr_ms": stats.iqr_ms, "n": stats.n, "host_ms": stats.host_median_ms}
 
-    def time_many(self, fns: dict[str, choices.GemmFn], budget: dict[str, Any], mode: str = "offline",
+    def time_many(self, fns: dict[str, choices.GemmFn], budget: TimingBudget, mode: str = "offline",
                   rng: random.Random | None = None, rounds: int = 3) -> dict[str, dict[str, Any]]:
         """Time several choices in `rounds` interleaved rounds (shuffled order each round), each
         round a share of `budget`. Clocks and temperature drift over a sweep (the same cuBLAS
         kernel read 1.07 and 1.30 ms a minute apart on an H100); interleaving spreads the drift
         over every choice instead of handing it to whichever was timed last."""
         rng = rng or random.Random()
-        share = dict(budget, rep_ms=budget["rep_ms"] / rounds, min_reps=max(3, math.ceil(budget["min_reps"] / rounds)),
-                     max_reps=max(3, budget["max_reps"] // rounds))
+        share = budget.share(rounds)
         samples: dict[str, list[float]] = {n: [] for n in fns}
         hosts: dict[str, list[float]] = {n: [] for n in fns}
         order = list(fns)
@@ -147,7 +147,7 @@ class ShapeBench:
             for name in order:
                 fn = fns[name]
                 stats = time_calls(lambda args: fn(args[0], args[1]), lambda i: list(self.sets[i % len(self.sets)]),
-                                   len(self.sets), self.device, mode=mode, rng=rng, trusted_stream=True, **share)
+                                   len(self.sets), self.device, mode=mode, rng=rng, trusted_stream=True, budget=share)
                 samples[name] += stats.samples_ms
                 hosts[name].append(stats.host_median_ms)
         out = {}

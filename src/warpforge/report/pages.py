@@ -23,6 +23,7 @@ from typing import Any
 from markupsafe import Markup
 
 from warpforge.archive import Archive, Attempt, RunRow, best_attempt, improves_on_eager
+from warpforge.config import flat
 from warpforge.errors import UsageError
 from warpforge.metrics import geometric_mean
 from warpforge.propose import duplicate_of
@@ -151,7 +152,7 @@ def unsandboxed_runs(view: ArchiveView) -> list[str]:
         except ValueError:
             continue
         evaluation = config.get("eval") if isinstance(config, dict) else None
-        if isinstance(evaluation, dict) and evaluation.get("sandbox") is False:
+        if isinstance(evaluation, dict) and flat(evaluation).get("sandbox") is False:
             found.append(run.run.id)
     return found
 

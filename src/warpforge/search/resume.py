@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from warpforge.archive import Archive, RunRow, best_attempt, target_reached
+from warpforge.config import flat
 
 
 def run_keys(config: dict[str, Any]) -> tuple[str, str]:
@@ -42,4 +43,8 @@ def work_left(archive: Archive, run_id: str, task: str, candidates: int, target_
 
 
 def _digest(config: dict[str, Any]) -> str:
+    # the evaluation settings flat, as runs recorded them before EvalConfig grouped its fields
+    evaluation = config.get("eval")
+    if isinstance(evaluation, dict):
+        config = {**config, "eval": flat(evaluation)}
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
