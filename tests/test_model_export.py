@@ -229,7 +229,7 @@ def test_bad_input_is_one_clear_error(setup: dict[str, Any], tmp_path: Path) -> 
         export(setup["spec"], tmp_path / "nope.db", setup["seams"], tmp_path / "out")
     parser = argparse.ArgumentParser()
     add_export_parser(parser.add_subparsers(dest="model_command"))
-    args = parser.parse_args(["export", "--spec", str(tmp_path / "missing.toml"), "--archive", str(setup["db"]),
+    args = parser.parse_args(["export", str(tmp_path / "missing.toml"), "--archive", str(setup["db"]),
                               "--seams", str(setup["seams"]), "--out", str(tmp_path / "out")])
     with pytest.raises(UsageError, match="missing.toml"):
         cmd_export(args)
@@ -240,7 +240,7 @@ def test_the_command_writes_the_package(setup: dict[str, Any], tmp_path: Path,  
                                         capsys: pytest.CaptureFixture[str]) -> None:
     parser = argparse.ArgumentParser()
     add_export_parser(parser.add_subparsers(dest="model_command"))
-    args = parser.parse_args(["export", "--spec", str(setup["spec_file"]), "--archive", str(setup["db"]),
+    args = parser.parse_args(["export", str(setup["spec_file"]), "--archive", str(setup["db"]),
                               "--seams", str(setup["seams"]), "--out", str(tmp_path / "out"), "--json"])
     assert cmd_export(args) == 0
     data = json.loads(capsys.readouterr().out)

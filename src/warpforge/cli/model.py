@@ -1,4 +1,6 @@
-"""`warpforge model profile|extract|apply|prove|optimize`: a whole model from a spec file (docs/models.md).
+"""`warpforge model profile|extract|apply|prove|optimize|export`: a whole model from a spec file (docs/models.md).
+
+export: the verified kernels as an installable package (cli/model_export.py, model/export.py).
 
 optimize: all of it as one resumable command (model/optimize.py), the loop being `warpforge optimize`'s.
 prove: apply, then check the patched model end to end (model/proof.py).
@@ -86,6 +88,9 @@ def add_model_parser(sub: Any) -> None:
     from warpforge.cli.optimize import add_search_options
 
     add_search_options(opt)
+    from warpforge.cli.model_export import add_export_parser
+
+    add_export_parser(verbs)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -102,6 +107,10 @@ def cmd_model(args: argparse.Namespace) -> int:
     from warpforge.model.profile import default_device
     from warpforge.model.spec import load_spec
 
+    if args.model_command == "export":  # (no device: export builds nothing and runs no kernel)
+        from warpforge.cli.model_export import cmd_export
+
+        return cmd_export(args)
     spec = load_spec(args.spec)
     device = args.device or default_device()
     if device == "cuda":

@@ -19,7 +19,7 @@ def add_export_parser(verbs: Any) -> None:
                                       "(activations and the module's weights as inputs), its apply(model) makes the "
                                       "same guarded per-instance swaps, and manifest.json and VERIFICATION.md say "
                                       "what was verified, where, and what was not.")
-    ex.add_argument("--spec", required=True, help="the model spec (.toml)")
+    ex.add_argument("spec", help="the model spec (.toml)")
     ex.add_argument("--archive", required=True, metavar="DB", help="the archive holding the verified kernels")
     ex.add_argument("--seams", required=True, metavar="SEAMS_JSON", help="the seams.json that `model extract` wrote")
     ex.add_argument("--out", required=True, metavar="DIR",

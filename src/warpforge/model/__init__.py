@@ -13,6 +13,7 @@ in the order they run, are its modules:
     apply.py     `warpforge.apply` / `warpforge model apply`: verified kernels as guarded custom ops
     proof.py     `warpforge model prove`: the patched model against float64, engaged, compiled, exported
     optimize.py  `warpforge model optimize`: all of the above as one resumable command
+    export.py    `warpforge model export`: the verified kernels as an installable package (export_template/)
 
 Nothing here is imported by `import warpforge` (`warpforge.apply` loads apply.py on first use);
 transformers only when a spec names it.
