@@ -44,17 +44,17 @@ def test_every_candidate_gets_fresh_inputs_and_the_reference_process_is_reused(n
         assert record.correct, record.reason  # honest the first time: it only stores its answers
         assert STASH.exists()
         assert any(w.startswith("unsandboxed") for w in record.warnings)
-        assert judge._server is not None
-        server = judge._server.proc.pid
+        assert judge.reference.child is not None
+        server = judge.reference.child.proc.pid
         replay = judge.evaluate(candidate("cross_candidate_cache"))
         assert replay.status == "incorrect", replay.reason
         assert "CACHE-HIT" not in replay.output_tail  # no input of the first evaluation came back
-        assert judge._server.proc.pid == server
+        assert judge.reference.child.proc.pid == server
         assert judge.evaluate(candidate("low_precision_bf16")).status == "incorrect"
         os.kill(server, signal.SIGKILL)  # a reference process that dies between candidates is replaced
         honest = judge.evaluate(candidate("honest_matmul"))
         assert honest.correct, honest.reason
-        assert judge._server.proc.pid != server
+        assert judge.reference.child.proc.pid != server
 
 
 def test_a_sandboxed_candidate_leaves_nothing_for_a_later_one(no_stash: None) -> None:
@@ -72,13 +72,13 @@ def test_baselines_are_timed_once_and_nothing_outlives_close() -> None:
     judge = Judge(load_task(FIXTURES / "tasks" / "matmul.py"), cfg)
     try:
         first = judge.evaluate(candidate("honest_matmul"))
-        baselines = judge._baselines
+        baselines = judge.reference.baselines
         assert len(judge._workers) == 2 and all(w.proc.poll() is None for w, _ in judge._workers)  # spares ready
         judge._workers[-1][0].kill()  # a spare that dies while waiting is replaced, not used
         second = judge.evaluate(candidate("honest_matmul"))
         assert first.correct and first.reference is not None, first.reason
         assert second.correct, second.reason
-        assert judge._baselines is baselines and baselines is not None  # timed once, in the clean reference process
+        assert judge.reference.baselines is baselines and baselines is not None  # timed once, in the clean reference process
         assert first.paired["rounds"] >= 5 and second.paired["rounds"] >= 5  # the speedups: paired, in-window
         assert len(judge._workers) == 2 and all(w.proc.poll() is None for w, _ in judge._workers)
         assert all(sandbox._state(w.proc.pid) != "T" for w, _ in judge._workers)  # resumed after the timing
@@ -153,7 +153,7 @@ def test_the_timing_budget_comes_from_the_command_line_and_a_useless_one_is_refu
 
 
 def test_the_candidate_may_hold_its_input_file_twice_on_top_of_the_memory_limit(tmp_path: Path) -> None:
-    from warpforge.evaluate import candidate_memory_mb
+    from warpforge.evaluate.children import candidate_memory_mb
 
     cfg = EvalConfig.of(mem_limit_gb=2.0)
     assert candidate_memory_mb(cfg, tmp_path) == 2048  # no inputs yet
@@ -167,7 +167,8 @@ def test_an_outputs_file_far_bigger_than_the_outputs_is_refused_before_it_is_rea
     of the right size is the harness's failure, a harness_error, not the candidate's)."""
     import torch
 
-    from warpforge.evaluate import _oversized_outputs, reference_memory_mb
+    from warpforge.evaluate.children import reference_memory_mb
+    from warpforge.evaluate.reference_client import oversized_outputs
     from warpforge.evaluate.protocol import Loaded
     from warpforge.evaluate.verdict import Reference
 
@@ -175,10 +176,10 @@ def test_an_outputs_file_far_bigger_than_the_outputs_is_refused_before_it_is_rea
                     baseline_notes=[], seconds=0.0, verify_sets=1)
     right = tmp_path / "out_0.pt"
     torch.save([torch.zeros(1000)], right)
-    assert _oversized_outputs([str(right)], ref) is None
+    assert oversized_outputs([str(right)], ref) is None
     bomb = tmp_path / "out_1.pt"
     bomb.write_bytes(b"\0" * (3 << 20))
-    why = _oversized_outputs([str(right), str(bomb)], ref)
+    why = oversized_outputs([str(right), str(bomb)], ref)
     assert why is not None and why.startswith("trial 2: the outputs file holds 3.0 MiB")
     assert reference_memory_mb(EvalConfig(device="cpu")) >= 4 * 16 * 1024
 

@@ -134,7 +134,7 @@ def test_both_processes_run_with_the_same_fixed_malloc_settings_on_the_cpu(tmp_p
     process's allocation history (an A/A mse_loss read 1.9x): the reference process and the
     candidate's get the same fixed settings."""
     from warpforge.errors import TaskError
-    from warpforge.evaluate import MALLOC_TUNABLES
+    from warpforge.evaluate.children import MALLOC_TUNABLES
 
     source = (FIXTURES / "tasks" / "matmul.py").read_text()
     task_path = tmp_path / "env_task.py"

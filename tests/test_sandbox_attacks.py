@@ -123,9 +123,9 @@ def _marked(marker: str) -> list[int]:
 
 
 def test_nothing_outlives_the_evaluation_and_no_other_process_is_visible(judge: Judge) -> None:
-    assert judge._server is not None or attack(judge, "host_writes").correct  # the reference process is up
-    assert judge._server is not None
-    reference = judge._server.proc.pid
+    assert judge.reference.child is not None or attack(judge, "host_writes").correct  # the reference process is up
+    assert judge.reference.child is not None
+    reference = judge.reference.child.proc.pid
     result = attack(judge, "escape_daemon")
     assert result.correct, result.reason
     assert "KILLED" not in result.output_tail, result.output_tail
@@ -133,7 +133,7 @@ def test_nothing_outlives_the_evaluation_and_no_other_process_is_visible(judge: 
     assert visible <= 3, result.output_tail  # the sandbox's init, the candidate, its compiler at most
     time.sleep(0.3)
     assert not _marked("wf-attack-escape-daemon")
-    assert judge._server is not None and judge._server.proc.pid == reference and judge._server.proc.poll() is None
+    assert judge.reference.child is not None and judge.reference.child.proc.pid == reference and judge.reference.child.proc.poll() is None
 
 
 def test_memory_of_every_process_counts_and_tmp_is_private() -> None:
