@@ -1,11 +1,12 @@
 """The evaluator: static -> reference -> compile -> verify -> bench -> profile.
 
 `evaluate(task, candidate, config)` evaluates one candidate; a `Judge` evaluates many for one
-task and pays the start-up once. The candidate is parsed here (static.py), the task runs in a
-reference child (reference.py, driven through reference_client.py), each candidate in a fresh
-sandboxed child of its own (worker.py, driven by a session.py `CandidateSession`), and the
-verdict is decided in this process (verdict.py) from the evidence the children send. The candidate never sees the reference outputs, and nothing it prints or does
-to its own process can make it `correct`.
+task and pays the start-up once (`evaluate_many`: a group against one shared draw). The
+candidate is parsed here (static.py), the task runs in a reference child (reference.py, driven
+through reference_client.py), each candidate in a fresh sandboxed child of its own (worker.py,
+driven by a session.py `CandidateSession`), and the verdict is decided in this process
+(verdict.py) from the evidence the children send. The candidate never sees the reference
+outputs, and nothing it prints or does to its own process can make it `correct`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
+import shutil
 import tempfile
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from warpforge import languages
@@ -30,7 +33,7 @@ from warpforge.evaluate.reference_client import ReferenceProcess, ServerDied
 from warpforge.evaluate.sandbox import Child
 from warpforge.evaluate.session import CandidateSession
 from warpforge.evaluate.static import check_source
-from warpforge.evaluate.verdict import (CONTENT_CACHE_RATIO, SPEED_OF_LIGHT_SLACK, confirm_content_cache,
+from warpforge.evaluate.verdict import (CONTENT_CACHE_RATIO, SPEED_OF_LIGHT_SLACK, Reference, confirm_content_cache,
                                         content_cache_rejected, content_cache_suspected, with_verdict)
 from warpforge.languages import needs_build
 from warpforge.target import CPU, Target, build_target
@@ -150,7 +153,38 @@ class Judge:
         leftovers.remove_tree(self._tmp)
 
     def evaluate(self, candidate: Candidate) -> EvalResult:
-        result = self._evaluate(candidate)
+        return self._finish(candidate, self._evaluate(candidate))
+
+    def evaluate_many(self, candidates: Sequence[Candidate]) -> list[EvalResult]:
+        """A batch verdict: the candidates of one group, one after another, against ONE fresh draw
+        of input sets (and their float64 outputs, held by the reference process) instead of one
+        draw each. Each still runs in a fresh sandboxed process of its own, gets its own copy of
+        the inputs file, its own secret fingerprint positions and timing seeds, and the same
+        static checks, verification, timing and verdict as `evaluate` gives it alone.
+
+        What keeps one member from answering for another on the shared sets: its work folder and
+        private /tmp are gone with its process, and its build products reach the shared compile
+        cache only once the whole group is judged (`_Group.close`), so no later member of the
+        group stages them. A member that trips the content-cache probe is confirmed on a fresh
+        draw of its own, as `evaluate` does; the next member then draws the group's sets anew (the
+        reference process holds one draw at a time), as it does after the reference process died.
+
+        Not shared: each member still pays its own paired rounds with the reference (one schedule
+        interleaving the reference with every member is issue 44's later part). Unsandboxed (no
+        private /tmp) or with CUDA IPC on (the handles map one writable allocation into every
+        process that opens them) nothing keeps members apart on shared sets, so each draws its
+        own there, exactly as `evaluate` does."""
+        if not self.cfg.safety.sandbox or (self.cfg.device == "cuda" and self.cfg.transport.cuda_ipc):
+            return [self.evaluate(candidate) for candidate in candidates]
+        self._count += 1
+        group = _Group(self._tmp / f"group-{self._count}")
+        try:
+            return [self._finish(candidate, self._evaluate(candidate, group)) for candidate in candidates]
+        finally:
+            group.close(self.cfg.transport.cache_dir)
+
+    def _finish(self, candidate: Candidate, result: EvalResult) -> EvalResult:
+        """The content-cache probe's confirmation, and the unsandboxed warning."""
         if content_cache_rejected(result):  # confirmed on a fresh draw, in a fresh process, or not at all
             self._unstaged = True  # and from an empty compile cache: nothing the first run wrote reaches it
             try:
@@ -161,7 +195,8 @@ class Judge:
             result = dataclasses.replace(result, warnings=(*result.warnings, UNSANDBOXED))
         return result
 
-    def _evaluate(self, candidate: Candidate) -> EvalResult:
+    def _evaluate(self, candidate: Candidate, group: _Group | None = None) -> EvalResult:
+        """One candidate on a fresh draw of its own, or on `group`'s shared draw."""
         cfg = self.cfg
         base = EvalResult("crashed", "", "static", task=self.task.name, candidate_id=candidate.id,
                           config=cfg.to_dict())
@@ -189,19 +224,20 @@ class Judge:
             return [worker, *self._spares()]
 
         try:
-            try:
-                reference = self.reference.draw(workdir, to_pause)
-            except ServerDied:  # between candidates, or killed by the last one: one more try with a new one
-                self.reference.start()
-                reference = self.reference.draw(workdir, to_pause)
+            if group is None:
+                reference = self._draw(workdir, to_pause)
+            else:
+                reference = group.hand_over(workdir, self.reference, lambda folder: self._draw(folder, to_pause))
             session = CandidateSession(cfg, self.reference, worker, workdir, reference, self._spares)
             env = self._cache_env(candidate, workdir.parent / "cache")
             staged = self._staged  # what its private cache got (publish adds only what the build made)
             result, outcome = session.run(candidate, report.kernel_names, base, self._init_seed, env)
             built = any(m["type"] == "compiled" for m in outcome.messages) and not outcome.over_limit
-            if cfg.safety.sandbox and built:  # what a successful build made, nothing else (compile.build_products)
-                compile_mod.publish(cfg.transport.cache_dir, compile_mod.cache_key(candidate.source, self.target),
-                                    workdir.parent / "cache", staged)
+            key = compile_mod.cache_key(candidate.source, self.target)
+            if cfg.safety.sandbox and built and group is not None:  # once the group is judged
+                group.defer(key, workdir.parent / "cache", staged)
+            elif cfg.safety.sandbox and built:  # what a successful build made, nothing else (compile.build_products)
+                compile_mod.publish(cfg.transport.cache_dir, key, workdir.parent / "cache", staged)
             return result
         except TaskError:  # the task itself is broken: no candidate will run, stop the spares too
             self._stop_workers()
@@ -211,6 +247,14 @@ class Judge:
             leftovers.remove_tree(workdir.parent)
             if self.reference.child is not None:
                 self._top_up()
+
+    def _draw(self, folder: Path, to_pause: Callable[[], list[Child]]) -> Reference:
+        """A fresh draw, its inputs file written into `folder`."""
+        try:
+            return self.reference.draw(folder, to_pause)
+        except ServerDied:  # between candidates, or killed by the last one: one more try with a new one
+            self.reference.start()
+            return self.reference.draw(folder, to_pause)
 
     # -- the candidate process ---------------------------------------------------------------
 
@@ -248,3 +292,46 @@ class Judge:
         self._staged = {} if self._unstaged else \
             compile_mod.stage(self.cfg.transport.cache_dir, compile_mod.cache_key(candidate.source, self.target), private)
         return compile_mod.private_env(jail.CACHE_MOUNT, self.target)
+
+
+class _Group:
+    """The shared draw of one `Judge.evaluate_many` call and what its members leave for later: the
+    inputs file, written by the reference process into the group's folder (under the Judge's
+    temporary folder, which no sandbox shows), and the private compile caches of members whose
+    build succeeded, published when the group is closed."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir()
+        self.reference: Reference | None = None
+        self.drawn_at: tuple[Child | None, int] = (None, -1)
+        """The reference process and its draw count right after the group's draw: it holds the
+        group's sets only while both are unchanged (a restart, or a confirming run's draw, drops them)."""
+        self.caches: list[tuple[str, Path, dict[str, tuple[int, int]] | None]] = []
+
+    def hand_over(self, workdir: Path, server: ReferenceProcess, draw: Callable[[Path], Reference]) -> Reference:
+        """The group's draw for the member in `workdir` (drawn now if the reference process does not
+        hold it): a copy of its inputs file in the member's own folder. A copy, not a hard link: a
+        link is one file, which the member could write in place under the next member's inputs."""
+        first = self.reference is None or self.drawn_at != (server.child, server.draws)
+        if first:
+            self.reference = draw(self.folder)
+            self.drawn_at = (server.child, server.draws)
+        assert self.reference is not None
+        shutil.copyfile(self.folder / "inputs.pt", workdir / "inputs.pt")
+        # the draw's seconds are counted once, in the stage times of the member that drew it
+        return self.reference if first else dataclasses.replace(self.reference, seconds=0.0, parts={})
+
+    def defer(self, key: str, cache: Path, staged: dict[str, tuple[int, int]] | None) -> None:
+        """Keep a member's private compile cache (its process has ended) until the group is judged."""
+        kept = self.folder / f"cache-{len(self.caches)}"
+        os.rename(cache, kept)
+        self.caches.append((key, kept, staged))
+
+    def close(self, cache_dir: str) -> None:
+        """Publish the members' build products (compile.publish), then remove the group's folder."""
+        try:
+            for key, cache, staged in self.caches:
+                compile_mod.publish(cache_dir, key, cache, staged)
+        finally:
+            leftovers.remove_tree(self.folder)
