@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from warpforge import Candidate, EvalConfig, Judge, load_task
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -61,6 +63,7 @@ def test_a_member_leaves_nothing_a_later_member_of_its_group_can_read(tmp_path: 
         assert later.status == "incorrect", later.reason
 
 
+@pytest.mark.slow  # three draws and a timed run (about 15 s); test_exploits checks the confirmation alone
 def test_the_content_cache_probe_is_still_confirmed_on_a_fresh_draw() -> None:
     cfg = EvalConfig.of(**FAST, bench=True)  # type: ignore[arg-type]
     with Judge(load_task(MATMUL), cfg) as judge:

@@ -28,6 +28,10 @@ from test_model_extract import SPEC  # noqa: E402  (the tiny Llama spec)
 from warpforge.model import build as builder  # noqa: E402
 from warpforge.model.spec import Regime, load_spec  # noqa: E402
 
+# the whole-model chain (each module builds a tiny Llama and evaluates its seams, 20-90 s): the slow
+# lane, which CI runs after the default lane (.ci/run); `bash scripts/test.sh -m slow tests/test_model_*.py`
+pytestmark = pytest.mark.slow
+
 VERIFIED = ("LlamaRMSNorm", "LlamaAttention")
 IMPORTED_ONLY = "LlamaMLP"
 

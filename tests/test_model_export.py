@@ -30,6 +30,10 @@ from warpforge.cli.model_export import add_export_parser, cmd_export  # noqa: E4
 from warpforge.model.apply import choose  # noqa: E402
 from warpforge.model.export import export  # noqa: E402
 
+# the whole-model chain (each module builds a tiny Llama and evaluates its seams, 20-90 s): the slow
+# lane, which CI runs after the default lane (.ci/run); `bash scripts/test.sh -m slow tests/test_model_*.py`
+pytestmark = pytest.mark.slow
+
 PACKAGE = "tiny_llama_kernels"
 
 # Run in a fresh process with the package importable: imports it before anything of warpforge (and

@@ -15,6 +15,10 @@ from warpforge import EvalConfig, load_task
 from warpforge.calibrate import calibrate
 from warpforge.cli import main
 
+# the whole-model chain (each module builds a tiny Llama and evaluates its seams, 20-90 s): the slow
+# lane, which CI runs after the default lane (.ci/run); `bash scripts/test.sh -m slow tests/test_model_*.py`
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("transformers")
 
 SPEC = """
@@ -41,6 +45,7 @@ BLOCK = '''
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
 
 BATCH = 4
 SEQ = 32
